@@ -1,0 +1,70 @@
+"""GRPO's allocation: every step, the next ``rollouts_per_step / n`` prompts get ``n`` rollouts each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from rollcli.allocators.api import Ask, AskItem, BaseAllocator, Group, Outcome
+
+__all__ = ["UniformConfig", "UniformAllocator"]
+
+
+@dataclass(frozen=True)
+class UniformConfig:
+    """Uniform (GRPO). The train batch is ``rollouts_per_step // n`` prompts."""
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
+
+    kind: Literal["uniform"] = "uniform"
+    n: int = 8
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise ValueError(f"n must be >= 1, got {self.n}")
+
+
+class UniformAllocator(BaseAllocator):
+    """One generation pass of ``n`` rollouts for each prompt of the batch; train on all of them."""
+
+    kind = "uniform"
+
+    def __init__(self, config: UniformConfig, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        if self.rollouts_per_step % config.n:
+            raise ValueError(
+                f"uniform: rollouts_per_step={self.rollouts_per_step} is not divisible by n={config.n}"
+            )
+        self.batch_prompts = self.rollouts_per_step // config.n
+        self._asked = False
+        self._groups: list[Group] = []
+
+    def _start_step(self) -> None:
+        self._asked = False
+        self._groups = []
+
+    def _ask(self) -> Ask | None:
+        if self._asked:
+            return None
+        self._asked = True
+        prompts = self.source.take(self.batch_prompts)
+        return Ask(tuple(AskItem(p, self.config.n, "main") for p in prompts))
+
+    def _tell(self, outcomes: list[Outcome]) -> None:
+        self._groups = [Group(o.prompt_id, o.refs, o.rewards) for o in outcomes]
+
+    def _train_groups(self) -> list[Group]:
+        groups, self._groups = self._groups, []
+        return groups
+
+    def _state(self) -> dict[str, Any]:
+        return {
+            "asked": self._asked,
+            "groups": [[g.prompt_id, list(g.refs), g.rewards.tolist()] for g in self._groups],
+        }
+
+    def _load_state(self, state: dict[str, Any]) -> None:
+        import numpy as np
+
+        self._asked = bool(state["asked"])
+        self._groups = [Group(int(p), tuple(r), np.asarray(w, float)) for p, r, w in state["groups"]]

@@ -1,0 +1,35 @@
+"""Backends: what generates rollouts and learns (sim: analytic; tiny: small transformer; verl).
+
+Backends are created by kind with their modules imported lazily, so importing this package stays
+cheap (no torch until the tiny backend is asked for).
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Mapping
+from typing import Any
+
+from rollcli.backends.api import BaseBackend
+
+__all__ = ["BaseBackend", "BACKENDS", "create_backend"]
+
+# kind -> "module:factory". factory(config: Mapping, *, seed: int, job_dir: Path | None) -> BaseBackend
+BACKENDS: dict[str, str] = {
+    "sim": "rollcli.backends.sim:create_sim_backend",
+    "tiny": "rollcli.backends.tiny:create_tiny_backend",
+    "verl": "rollcli.backends.verl:create_verl_backend",
+}
+
+
+def create_backend(config: Mapping[str, Any], *, seed: int, job_dir: Any = None) -> BaseBackend:
+    """Create a backend from its spec section (``{kind: sim, ...}``)."""
+    kind = config.get("kind")
+    if kind not in BACKENDS:
+        close = difflib.get_close_matches(str(kind), list(BACKENDS), n=1)
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        raise ValueError(f"unknown backend kind '{kind}'.{hint} Valid: {', '.join(BACKENDS)}.")
+    module_name, factory_name = BACKENDS[kind].split(":")
+    factory = getattr(importlib.import_module(module_name), factory_name)
+    return factory(config, seed=seed, job_dir=job_dir)

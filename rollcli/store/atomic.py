@@ -1,0 +1,109 @@
+"""Atomic file writes and an append-only JSONL log that survives a crash at any instant.
+
+A file is written to a temporary sibling, flushed and fsynced, then renamed over the target:
+readers see the old or the new content, never half. JSONL appends write whole lines with one
+``write`` call; a torn last line (a crash mid-append) is ignored and cut on the next append.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "atomic_write_json",
+    "read_json",
+    "append_jsonl",
+    "read_jsonl",
+    "rewrite_jsonl",
+]
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file + fsync + rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=_json_default) + "\n")
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    return json.loads(Path(path).read_text("utf-8"))
+
+
+def _json_default(obj: Any) -> Any:
+    # numpy scalars and arrays without importing numpy here
+    if hasattr(obj, "tolist"):
+        return obj.tolist()
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj)
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def _valid_prefix_length(path: Path) -> int:
+    """Byte length of the file up to and including its last complete line."""
+    data = path.read_bytes()
+    end = data.rfind(b"\n")
+    return end + 1
+
+
+def append_jsonl(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]) -> None:
+    """Append rows as whole lines; a torn last line from an earlier crash is cut first."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = "".join(
+        json.dumps(row, sort_keys=True, default=_json_default) + "\n" for row in rows
+    ).encode("utf-8")
+    if not payload:
+        return
+    with open(path, "ab") as f:
+        size = f.tell()
+        if size and _valid_prefix_length(path) != size:
+            f.truncate(_valid_prefix_length(path))
+        f.write(payload)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """All complete rows of a JSONL file (a torn last line is ignored); [] if it does not exist."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text("utf-8").splitlines(keepends=True):
+        if not line.endswith("\n"):
+            break
+        if line.strip():
+            rows.append(json.loads(line))
+    return rows
+
+
+def rewrite_jsonl(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]) -> None:
+    """Replace a JSONL file atomically (used to drop rows written after the last checkpoint)."""
+    text = "".join(json.dumps(r, sort_keys=True, default=_json_default) + "\n" for r in rows)
+    atomic_write_text(path, text)
