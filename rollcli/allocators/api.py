@@ -214,20 +214,28 @@ class PromptSource:
         )
 
     def take(self, k: int, *, wrap: bool = True) -> list[int]:
-        """Hand out up to ``k`` prompts; crossing an epoch boundary starts the next epoch."""
+        """Hand out up to ``k`` prompts; crossing an epoch boundary starts the next epoch.
+
+        At most one boundary is crossed per call, so ``k`` larger than the active pool returns
+        fewer prompts (each once) instead of looping over epochs.
+        """
         taken: list[int] = []
+        seen: set[int] = set()
+        crossed = False
         while len(taken) < k:
             if self._cursor >= len(self._order):
-                if not wrap or self.num_active == 0:
+                if not wrap or crossed or self.num_active == 0:
                     break
                 self.new_epoch()
+                crossed = True
                 if self.remaining_in_epoch() == 0:
                     break
             prompt = self._order[self._cursor]
             self._cursor += 1
-            if prompt in self._evicted or prompt in self._deferred or prompt in taken:
+            if prompt in self._evicted or prompt in self._deferred or prompt in seen:
                 continue
             taken.append(prompt)
+            seen.add(prompt)
         return taken
 
     def new_epoch(self) -> None:

@@ -8,7 +8,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from rollcli.allocators.api import BaseAllocator, OracleFn
+from rollcli.allocators.dynamic import DynamicAllocator, DynamicConfig
+from rollcli.allocators.oracle import OracleAllocator, OracleConfig
+from rollcli.allocators.pilot_commit import PilotCommitAllocator, PilotCommitConfig
 from rollcli.allocators.uniform import UniformAllocator, UniformConfig
+from rollcli.allocators.vigor import VigorAllocator, VigorConfig
 
 __all__ = [
     "ALLOCATORS",
@@ -23,12 +27,59 @@ __all__ = [
 # kind -> (config class, allocator class). Helpers add their allocators here.
 ALLOCATORS: dict[str, tuple[type, type[BaseAllocator]]] = {
     "uniform": (UniformConfig, UniformAllocator),
+    "dynamic": (DynamicConfig, DynamicAllocator),
+    "pilot_commit": (PilotCommitConfig, PilotCommitAllocator),
+    "vigor": (VigorConfig, VigorAllocator),
+    "oracle": (OracleConfig, OracleAllocator),
 }
 CONFIGS: dict[str, type] = {kind: pair[0] for kind, pair in ALLOCATORS.items()}
 
 # kind -> preset name -> knob values (published settings; see docs/allocators.md)
+_PC_PAPER = {
+    "p_lower": 0.125,
+    "p_upper": 0.75,
+    "evict_at": 1.0,
+    "evict_consecutive": 1,
+    "pilot_batch_factor": 3,
+    "bind": True,
+    "max_rounds": 10,
+}
+_VIGOR_HALVING = {"alpha": 0.5, "gamma": 2.0, "rounds": 4}
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
-    "uniform": {"paper-grpo": {"n": 8}},
+    "uniform": {
+        "paper-grpo": {"n": 8},
+        "paper-1.5b": {"n": 128},  # Pilot-Commit's GRPO baseline, Qwen2.5-Math-1.5B
+        "paper-4b": {"n": 64},  # Pilot-Commit's GRPO baseline, Qwen3-4B
+    },
+    "dynamic": {
+        "paper-dapo": {"n": 16, "gen_batch_factor": 3, "max_gen_batches": 10},
+    },
+    "pilot_commit": {
+        "paper-1.5b": {
+            "n_pilot": 32,
+            "n_commit": 96,
+            **_PC_PAPER,
+            "replay": {"max_age": 4, "order": "max_variance", "flush_at_epoch_end": True},
+        },
+        "paper-4b": {
+            "n_pilot": 16,
+            "n_commit": 48,
+            **_PC_PAPER,
+            "replay": {"max_age": 4, "order": "random", "flush_at_epoch_end": True},
+        },
+    },
+    "vigor": {
+        # the paper's rule m0 = G / T with alpha * gamma = 1, for GRPO's G = 8
+        "paper": {"m0": 2, **_VIGOR_HALVING},
+        # the same rule for G = 128 (Pilot-Commit's 1.5B comparison)
+        "paper-g128": {"m0": 32, **_VIGOR_HALVING},
+        # the third-party implementation: m0=2, T=4, alpha=0.5, gamma=2, population variance
+        "thirdparty": {"m0": 2, **_VIGOR_HALVING},
+    },
+    "oracle": {
+        "variance": {"n": 8, "score": "variance"},
+        "informative": {"n": 8, "score": "informative"},
+    },
 }
 
 
@@ -51,14 +102,17 @@ def create_config(mapping: Mapping[str, Any]) -> Any:
     values = dict(mapping)
     kind = values.get("kind")
     if kind not in ALLOCATORS:
-        raise UnknownAllocatorError(f"unknown allocator kind '{kind}'." + _suggest(str(kind), list(ALLOCATORS)))
+        raise UnknownAllocatorError(
+            f"unknown allocator kind '{kind}'." + _suggest(str(kind), list(ALLOCATORS))
+        )
     config_cls = ALLOCATORS[kind][0]
     preset = values.pop("preset", None)
     if preset is not None:
         presets = PRESETS.get(kind, {})
         if preset not in presets:
             raise UnknownAllocatorError(
-                f"unknown preset '{preset}' for allocator '{kind}'." + _suggest(preset, list(presets))
+                f"unknown preset '{preset}' for allocator '{kind}'."
+                + _suggest(preset, list(presets))
             )
         values = {**presets[preset], **values}
     names = [f.name for f in dataclasses.fields(config_cls)]
@@ -83,5 +137,9 @@ def create_allocator(
         config = create_config(config)
     allocator_cls = ALLOCATORS[config.kind][1]
     return allocator_cls(
-        config, num_prompts=num_prompts, rollouts_per_step=rollouts_per_step, seed=seed, oracle=oracle
+        config,
+        num_prompts=num_prompts,
+        rollouts_per_step=rollouts_per_step,
+        seed=seed,
+        oracle=oracle,
     )

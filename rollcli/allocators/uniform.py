@@ -39,6 +39,11 @@ class UniformAllocator(BaseAllocator):
         self._asked = False
         self._groups: list[Group] = []
 
+    @property
+    def max_step_rollouts(self) -> int:
+        """The most one step can generate (the contract suite checks it)."""
+        return self.batch_prompts * self.config.n
+
     def _start_step(self) -> None:
         self._asked = False
         self._groups = []
@@ -67,4 +72,6 @@ class UniformAllocator(BaseAllocator):
         import numpy as np
 
         self._asked = bool(state["asked"])
-        self._groups = [Group(int(p), tuple(r), np.asarray(w, float)) for p, r, w in state["groups"]]
+        self._groups = [
+            Group(int(p), tuple(r), np.asarray(w, float)) for p, r, w in state["groups"]
+        ]

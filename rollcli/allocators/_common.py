@@ -1,0 +1,88 @@
+"""Helpers shared by the allocators: JSON round-trips of outcomes and groups, config checks.
+
+Allocator state must survive ``json.dumps`` at any point between protocol calls, so every
+outcome or group an allocator holds is stored as plain lists here and rebuilt on load.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rollcli.allocators.api import Group, Outcome
+
+__all__ = [
+    "outcome_to_json",
+    "outcome_from_json",
+    "group_to_json",
+    "group_from_json",
+    "merge_outcomes",
+    "check_choice",
+    "nested_config",
+]
+
+
+def outcome_to_json(o: Outcome) -> list[Any]:
+    return [
+        o.prompt_id,
+        o.phase,
+        o.rewards.tolist(),
+        o.num_tokens.tolist(),
+        o.policy_version,
+        list(o.refs),
+    ]
+
+
+def outcome_from_json(s: Sequence[Any]) -> Outcome:
+    prompt, phase, rewards, tokens, version, refs = s
+    return Outcome(
+        int(prompt),
+        str(phase),
+        np.asarray(rewards, dtype=float),
+        np.asarray(tokens, dtype=np.int64),
+        int(version),
+        tuple(refs),
+    )
+
+
+def group_to_json(g: Group) -> list[Any]:
+    return [g.prompt_id, list(g.refs), g.rewards.tolist()]
+
+
+def group_from_json(s: Sequence[Any]) -> Group:
+    prompt, refs, rewards = s
+    return Group(int(prompt), tuple(refs), np.asarray(rewards, dtype=float))
+
+
+def merge_outcomes(prompt_id: int, outcomes: Sequence[Outcome]) -> Group:
+    """One training group holding every rollout of ``outcomes`` (all of one prompt), in order."""
+    refs: list[Any] = []
+    for o in outcomes:
+        refs.extend(o.refs)
+    rewards = np.concatenate([o.rewards for o in outcomes]) if outcomes else np.zeros(0)
+    return Group(prompt_id, tuple(refs), rewards.astype(float))
+
+
+def check_choice(knob: str, value: Any, valid: Sequence[Any]) -> None:
+    """Raise ``ValueError`` naming the knob and the valid values when ``value`` is not one of them."""
+    if value not in valid:
+        raise ValueError(f"{knob} must be one of {', '.join(map(str, valid))}; got {value!r}")
+
+
+def nested_config(knob: str, value: Any, cls: type) -> Any:
+    """Turn a mapping into the nested frozen config ``cls``; unknown keys fail with the valid ones."""
+    if isinstance(value, cls):
+        return value
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{knob} must be a mapping, got {type(value).__name__}")
+    names = [f.name for f in dataclasses.fields(cls)]
+    for key in value:
+        if key not in names:
+            close = difflib.get_close_matches(str(key), names, n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise ValueError(f"{knob} has no key '{key}'.{hint} Valid: {', '.join(names)}.")
+    return cls(**value)

@@ -1,0 +1,295 @@
+"""The contract every allocator kind passes, driven against :class:`FakeBackend` (optuna style).
+
+A test module subclasses :class:`AllocatorContract` and provides a ``case`` fixture yielding
+:class:`ContractCase` objects (``contract_cases()`` has cases for every registered kind, with
+non-default knobs); pytest collects the inherited ``test_*`` methods. Every run checks, after
+every protocol call (:class:`ContractRun`):
+
+* the ledger equals what the backend generated, per step and in total, rollouts and tokens;
+* a step generates no more than the allocator's ``max_step_rollouts`` (its budget, or the bound
+  of an algorithm that overspends by design such as DAPO refill or Pilot-Commit pilots);
+* training groups hold only told rollouts, with the told rewards, each rollout trained once, and
+  every ref still held by the backend after ``retain(live_refs())`` (the fake fails otherwise);
+* an evicted prompt is never asked again; a deferred prompt is not asked again in its epoch
+  and is asked again in the next one;
+* ``state_dict()`` is JSON-serialisable at every point and ``stats()`` are finite numbers.
+
+On top: same seed gives the same decisions, and a JSON state round-trip at any point of a step
+(even with an ask pending) continues exactly as the uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rollcli.allocators import Ask, BaseAllocator, Group, create_allocator
+from rollcli.testing.fakes import FakeBackend
+
+__all__ = [
+    "ContractCase",
+    "ContractRun",
+    "AllocatorContract",
+    "assert_round_trip",
+    "contract_cases",
+    "make_pool",
+]
+
+
+def make_pool(num_prompts: int, seed: int = 1234) -> np.ndarray:
+    """A pool like a real one: a quarter never solved, a quarter always solved, the rest uniform."""
+    rng = np.random.default_rng(seed)
+    p = rng.uniform(0.0, 1.0, num_prompts)
+    kind = rng.permutation(num_prompts) % 4
+    p[kind == 0] = 0.0
+    p[kind == 1] = 1.0
+    return p
+
+
+@dataclass(frozen=True)
+class ContractCase:
+    """One allocator configuration to hold to the contract."""
+
+    config: dict[str, Any]
+    rollouts_per_step: int
+    num_prompts: int = 48
+    steps: int = 8
+
+    @property
+    def kind(self) -> str:
+        return str(self.config["kind"])
+
+    @property
+    def id(self) -> str:
+        knobs = ",".join(f"{k}={v}" for k, v in self.config.items() if k != "kind")
+        return f"{self.kind}[{knobs}]"
+
+
+def contract_cases() -> list[ContractCase]:
+    """Small, fast configurations of every allocator kind, non-default knobs included."""
+    pc = {"kind": "pilot_commit", "n_pilot": 4, "n_commit": 4, "on_max_rounds": "stop"}
+    return [
+        ContractCase({"kind": "uniform", "n": 4}, 32),
+        ContractCase({"kind": "dynamic", "n": 4, "gen_batch_factor": 2}, 32),
+        ContractCase(
+            {"kind": "dynamic", "n": 4, "gen_batch_factor": 1, "on_max_gen_batches": "train"}, 32
+        ),
+        ContractCase({**pc, "on_max_rounds": "error"}, 32, steps=6),
+        ContractCase({**pc, "bind": False}, 32),
+        ContractCase({**pc, "replay": {"order": "random", "max_age": 1}}, 32),
+        ContractCase({**pc, "replay": {"order": "fifo", "max_age": 0}, "evict_consecutive": 2}, 32),
+        ContractCase(
+            {**pc, "bind": False, "evict_at": None, "replay": {"flush_at_epoch_end": False}}, 32
+        ),
+        ContractCase({"kind": "vigor"}, 64),
+        ContractCase({"kind": "vigor", "tie_break": "first", "train_dropped": False}, 64),
+        ContractCase(
+            {"kind": "vigor", "m0": 3, "alpha": 0.7, "gamma": 1.5, "all_zero": "stop"}, 40
+        ),
+        ContractCase({"kind": "oracle", "n": 4}, 32),
+        ContractCase({"kind": "oracle", "n": 4, "score": "informative", "candidate_factor": 2}, 32),
+    ]
+
+
+@dataclass
+class ContractRun:
+    """Drives one allocator against a fake backend one protocol call at a time, checking as it goes."""
+
+    case: ContractCase
+    seed: int
+    allocator: BaseAllocator = field(init=False)
+    backend: FakeBackend = field(init=False)
+    trace: list[Any] = field(default_factory=list)
+    step: int = 0
+    in_step: bool = False
+    pending: Ask | None = None
+    told: dict[Any, float] = field(default_factory=dict)
+    trained: set[Any] = field(default_factory=set)
+    evicted: set[int] = field(default_factory=set)
+    deferred_at: dict[int, int] = field(default_factory=dict)
+    asked_in_epoch: dict[int, set[int]] = field(default_factory=dict)
+    step_start_generated: tuple[int, int] = (0, 0)
+
+    def __post_init__(self) -> None:
+        self.backend = FakeBackend(make_pool(self.case.num_prompts), self.seed)
+        self.allocator = create_allocator(
+            self.case.config,
+            num_prompts=self.case.num_prompts,
+            rollouts_per_step=self.case.rollouts_per_step,
+            seed=self.seed,
+            oracle=self.backend.success_probabilities,
+        )
+
+    @property
+    def done(self) -> bool:
+        return self.step >= self.case.steps
+
+    # -- one protocol call ----------------------------------------------------------------
+    def call(self) -> None:
+        a = self.allocator
+        if not self.in_step:
+            a.start_step(self.step)
+            self.in_step = True
+            self.step_start_generated = (
+                self.backend.num_generated,
+                self.backend.num_generated_tokens,
+            )
+            self.trace.append(("start", self.step))
+        elif self.pending is None:
+            epoch_before = a.source.epoch
+            ask = a.ask()
+            if ask is None:
+                self._end_step()
+            else:
+                self._check_ask(ask, epoch_before)
+                self.pending = ask
+        else:
+            outcomes = self.backend.generate(self.pending)
+            self.pending = None
+            a.tell(outcomes)
+            for o in outcomes:
+                self.told.update(zip(o.refs, o.rewards.tolist(), strict=True))
+            self.trace.append(("tell", [(o.prompt_id, o.rewards.tolist()) for o in outcomes]))
+            self._note_pool([o.prompt_id for o in outcomes])
+        self._check_state()
+
+    def run(self, max_calls: int = 100_000) -> ContractRun:
+        for _ in range(max_calls):
+            if self.done:
+                return self
+            self.call()
+        raise AssertionError(f"{self.case.id}: no end after {max_calls} protocol calls")
+
+    # -- checks ---------------------------------------------------------------------------
+    def _check_ask(self, ask: Ask, epoch_before: int) -> None:
+        epoch = self.allocator.source.epoch
+        for item in ask.items:
+            p = item.prompt_id
+            assert 0 <= p < self.case.num_prompts, f"asked unknown prompt {p}"
+            assert p not in self.evicted, f"{self.case.id}: evicted prompt {p} asked again"
+            assert self.deferred_at.get(p) != epoch, (
+                f"{self.case.id}: prompt {p} deferred in epoch {epoch} asked again in that epoch"
+            )
+            for e in (epoch_before, epoch):
+                self.asked_in_epoch.setdefault(e, set()).add(p)
+        assert len(set(ask.prompt_ids)) == len(ask.items), (
+            f"{self.case.id}: a prompt twice in one ask"
+        )
+        self.trace.append(("ask", [(i.prompt_id, i.num_rollouts, i.phase) for i in ask.items]))
+
+    def _note_pool(self, told_prompts: list[int]) -> None:
+        source = self.allocator.source.state_dict()
+        self.evicted |= {int(p) for p in source["evicted"]}
+        deferred = {int(p) for p in source["deferred"]}
+        for p in told_prompts:  # a prompt is deferred when its outcome is told
+            if p in deferred:
+                self.deferred_at[p] = int(source["epoch"])
+
+    def _end_step(self) -> None:
+        a, b = self.allocator, self.backend
+        groups = a.train_groups()
+        self._check_groups(groups)
+        step_rollouts = b.num_generated - self.step_start_generated[0]
+        step_tokens = b.num_generated_tokens - self.step_start_generated[1]
+        assert a.ledger.step_rollouts == step_rollouts, (
+            f"{self.case.id}: ledger counts {a.ledger.step_rollouts} rollouts, backend made {step_rollouts}"
+        )
+        assert a.ledger.step_tokens == step_tokens
+        assert a.ledger.num_rollouts == b.num_generated
+        assert a.ledger.num_tokens == b.num_generated_tokens
+        bound = getattr(a, "max_step_rollouts", None)
+        assert hasattr(a, "max_step_rollouts"), f"{type(a).__name__} must define max_step_rollouts"
+        if bound is not None:
+            assert step_rollouts <= bound, (
+                f"{self.case.id}: step {self.step} generated {step_rollouts} > bound {bound}"
+            )
+        b.update(groups)  # fails on a ref the backend freed or a reward that was not told
+        b.retain(a.live_refs())
+        stats = a.stats()
+        for key, value in stats.items():
+            assert isinstance(key, str) and math.isfinite(float(value)), f"stat {key}={value!r}"
+        self.trace.append(("groups", [(g.prompt_id, list(g.refs)) for g in groups]))
+        self.trace.append(("stats", sorted(stats.items())))
+        self.in_step = False
+        self.step += 1
+
+    def _check_groups(self, groups: list[Group]) -> None:
+        for g in groups:
+            assert g.size > 0, f"{self.case.id}: empty group for prompt {g.prompt_id}"
+            for ref, reward in zip(g.refs, g.rewards.tolist(), strict=True):
+                assert ref in self.told, f"{self.case.id}: group uses ref {ref} never told"
+                assert self.told[ref] == reward, f"{self.case.id}: ref {ref} reward changed"
+                assert ref not in self.trained, f"{self.case.id}: ref {ref} trained twice"
+                self.trained.add(ref)
+
+    def _check_state(self) -> None:
+        json.dumps(self.allocator.state_dict())
+
+    def check_deferred_returned(self) -> None:
+        """A prompt deferred in epoch e is asked again in epoch e + 1 (when the run saw e + 2)."""
+        last = self.allocator.source.epoch
+        for p, e in self.deferred_at.items():
+            if e + 2 <= last:
+                assert p in self.asked_in_epoch.get(e + 1, set()), (
+                    f"{self.case.id}: prompt {p} deferred in epoch {e} not asked in epoch {e + 1}"
+                )
+
+    def restored(self) -> ContractRun:
+        """A new run continuing from this one's JSON-round-tripped allocator and backend state."""
+        twin = ContractRun(self.case, self.seed)
+        twin.allocator.load_state_dict(json.loads(json.dumps(self.allocator.state_dict())))
+        twin.backend.load_state_dict(json.loads(json.dumps(self.backend.state_dict())))
+        for name in ("step", "in_step", "pending", "step_start_generated"):
+            setattr(twin, name, getattr(self, name))
+        twin.trace = list(self.trace)
+        twin.told = dict(self.told)
+        twin.trained = set(self.trained)
+        twin.evicted = set(self.evicted)
+        twin.deferred_at = dict(self.deferred_at)
+        twin.asked_in_epoch = {e: set(s) for e, s in self.asked_in_epoch.items()}
+        return twin
+
+
+class AllocatorContract:
+    """Inherit in a test module and provide a ``case`` fixture (see the module docstring)."""
+
+    def test_invariants_hold_over_a_run(self, case: ContractCase) -> None:
+        run = ContractRun(case, seed=0).run()
+        run.check_deferred_returned()
+        assert any(e[0] == "groups" and e[1] for e in run.trace), f"{case.id}: nothing ever trained"
+
+    def test_same_seed_same_decisions(self, case: ContractCase) -> None:
+        first = ContractRun(case, seed=3).run()
+        second = ContractRun(case, seed=3).run()
+        assert first.trace == second.trace
+        assert first.allocator.state_dict() == second.allocator.state_dict()
+
+    def test_state_round_trip_mid_step(self, case: ContractCase) -> None:
+        reference = ContractRun(case, seed=5).run()
+        calls = len([e for e in reference.trace if e[0] != "stats"])
+        # cut points spread over the run: after start_step, with an ask pending, after a tell
+        cuts = sorted({2, 3, 4, calls // 3, calls // 2, (2 * calls) // 3})
+        assert_round_trip(case, 5, cuts, reference)
+
+
+def assert_round_trip(
+    case: ContractCase, seed: int, cuts: list[int], reference: ContractRun | None = None
+) -> None:
+    """Cutting a run after ``cut`` protocol calls and restoring it from JSON changes nothing."""
+    reference = reference or ContractRun(case, seed=seed).run()
+    for cut in cuts:
+        run = ContractRun(case, seed)
+        for _ in range(cut):
+            if not run.done:
+                run.call()
+        twin = run.restored()
+        run.run()
+        twin.run()
+        assert run.trace == reference.trace, f"{case.id}: cutting at call {cut} changed the run"
+        assert twin.trace == reference.trace, f"{case.id}: restored at call {cut} diverged"
+        assert twin.allocator.state_dict() == reference.allocator.state_dict()
+        assert twin.backend.state_dict() == reference.backend.state_dict()

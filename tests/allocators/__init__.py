@@ -1,0 +1,1 @@
+"""Tests of rollcli.allocators (contract suite, hand-computed cases, properties)."""

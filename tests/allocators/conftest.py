@@ -1,0 +1,61 @@
+"""Helpers for the allocator tests: the epoch order a seed gives, scripted runs step by step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rollcli.allocators import BaseAllocator, PromptSource, create_allocator
+from rollcli.testing import ScriptedBackend
+
+
+def epoch_order(num_prompts: int, seed: int, epoch: int = 0) -> list[int]:
+    """The prompt order PromptSource hands out in ``epoch`` for ``seed`` (nothing deferred)."""
+    source = PromptSource(num_prompts=num_prompts, seed=seed)
+    for _ in range(epoch):
+        source.new_epoch()
+    return source.take(num_prompts, wrap=False)
+
+
+def scripted_by_position(order: list[int], patterns: list[list[float]]) -> ScriptedBackend:
+    """A scripted backend where the prompt at epoch-0 position i gets ``patterns[i]``."""
+    by_prompt: list[list[float]] = [[0.0]] * len(order)
+    for position, prompt in enumerate(order):
+        by_prompt[prompt] = patterns[position]
+    return ScriptedBackend(by_prompt)
+
+
+class StepRecorder:
+    """Runs steps like the train loop and records every ask as (prompt, rollouts, phase) tuples."""
+
+    def __init__(self, allocator: BaseAllocator, backend: Any) -> None:
+        self.allocator, self.backend = allocator, backend
+        self.asks: list[list[tuple[int, int, str]]] = []
+
+    def step(self, step: int) -> list[Any]:
+        a = self.allocator
+        a.start_step(step)
+        self.asks = []
+        while (ask := a.ask()) is not None:
+            self.asks.append([(i.prompt_id, i.num_rollouts, i.phase) for i in ask.items])
+            a.tell(self.backend.generate(ask))
+        groups = a.train_groups()
+        self.backend.update(groups)
+        self.backend.retain(a.live_refs())
+        return groups
+
+
+@pytest.fixture
+def make() -> Any:
+    def _make(config: dict[str, Any], backend: Any, rollouts_per_step: int, seed: int = 0):
+        allocator = create_allocator(
+            config,
+            num_prompts=backend.num_prompts,
+            rollouts_per_step=rollouts_per_step,
+            seed=seed,
+            oracle=backend.success_probabilities,
+        )
+        return StepRecorder(allocator, backend)
+
+    return _make
