@@ -1,0 +1,263 @@
+"""Rollouts-to-target analysis of a run: the target, the crossings, speedups and intervals.
+
+``analyze_run`` turns a :class:`RunData` into a :class:`RunAnalysis`: per allocator and per x-axis
+(cumulative rollouts, tokens, wall-clock seconds), where the seed-mean accuracy curve first reaches
+the target, the speedup against the baseline with a bootstrap interval over seeds, each seed's own
+crossing and the fraction of seeds that got there; and the context a speedup must be read with:
+final and peak accuracy, reward variance, the share of zero-variance groups, time per step.
+docs/report.md defines every number."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from rollcli.analysis.curves import Bounded, first_crossing, smooth
+from rollcli.analysis.load import AXES, JobMetrics, RunData, load_run
+from rollcli.analysis.stats import (
+    DEFAULT_RESAMPLES,
+    SeedCurves,
+    bootstrap_speedups,
+    censored_median,
+    crossings,
+    ratio,
+)
+
+__all__ = [
+    "AxisResult",
+    "AllocatorResult",
+    "RunAnalysis",
+    "analyze_run",
+    "compute_target",
+    "seed_curves",
+]
+
+
+@dataclass
+class AxisResult:
+    """Cost-to-target on one x-axis (rollouts, tokens or wall_s) for one allocator."""
+
+    axis: str
+    mean_curve: Bounded  # where the seed-mean curve crosses the target: the headline number
+    per_seed: dict[int, Bounded]  # each seed's own crossing
+    median: Bounded  # median of per_seed (descriptive)
+    speedup: Bounded  # baseline's mean_curve / this allocator's
+    ci: tuple[float, float] | None
+    reached: float  # fraction of seeds whose own curve reached the target (NaN without seeds)
+
+
+@dataclass
+class AllocatorResult:
+    name: str
+    kind: str
+    is_baseline: bool
+    seeds: list[int]
+    axes: dict[str, AxisResult]
+    final_per_seed: dict[int, float]
+    peak_per_seed: dict[int, float]
+    reward_var: float
+    zero_var_frac: float
+    step_time_s: float
+    step_time_ratio: float
+    tokens_per_step: float
+    num_steps: int
+
+    @property
+    def final_accuracy(self) -> float:
+        return _mean(self.final_per_seed.values())
+
+    @property
+    def peak_accuracy(self) -> float:
+        return _mean(self.peak_per_seed.values())
+
+
+@dataclass
+class RunAnalysis:
+    run: RunData
+    target_value: float | None
+    confidence: float
+    allocators: list[AllocatorResult]
+    warnings: list[str] = field(default_factory=list)
+
+    def get(self, name: str) -> AllocatorResult:
+        for result in self.allocators:
+            if result.name == name:
+                return result
+        raise KeyError(f"no allocator {name!r} (have: {', '.join(self.run.allocators)})")
+
+
+def _mean(values) -> float:
+    arr = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    return float(arr.mean()) if arr.size else math.nan
+
+
+def _smoothed_curve(job: JobMetrics, metric: str, axis: str, window: int):
+    x, y = job.eval_curve(metric, axis)
+    return x, smooth(y, window)
+
+
+def seed_curves(run: RunData, name: str) -> dict[str, SeedCurves]:
+    """An allocator's smoothed evaluation curves, per x-axis, aligned by step across seeds."""
+    t = run.target
+    out = {}
+    for axis in AXES:
+        curves = {}
+        for job in run.jobs_of(name):
+            steps, x, y = job.eval_points(t.metric, axis)
+            if steps.size:
+                curves[job.seed] = (steps, x, smooth(y, t.smooth))
+        out[axis] = SeedCurves.build(curves)
+    return out
+
+
+def _targets(run: RunData, base: SeedCurves, idx: np.ndarray) -> np.ndarray:
+    """The target for each row of seed draws ``idx`` of the baseline (rollouts axis)."""
+    t = run.target
+    if t.at == "value":
+        return np.full(idx.shape[0], float(t.value))  # type: ignore[arg-type]
+    if t.at == "final":  # the baseline's final accuracy, averaged over its seeds
+        return base.finals[idx].mean(axis=1)
+    return base.mean_curves(idx)[1].max(axis=1)  # the peak of the baseline's seed-mean curve
+
+
+def compute_target(run: RunData) -> float | None:
+    """The accuracy every run must reach, per the spec's target (None if it cannot be computed)."""
+    if run.target.at == "value":
+        return float(run.target.value)  # type: ignore[arg-type]
+    base = seed_curves(run, run.target.baseline)["rollouts"]
+    if base.num_seeds == 0:
+        return None
+    return float(_targets(run, base, base.all_seeds())[0])
+
+
+def _mean_crossing(curves: SeedCurves, target: float | None) -> Bounded:
+    if target is None or curves.num_seeds == 0 or curves.steps.size == 0:
+        return Bounded.unknown()
+    at, reached = crossings(*curves.mean_curves(curves.all_seeds()), np.array([target]))
+    return Bounded(float(at[0]), "exact" if reached[0] else "lower")
+
+
+def _mean_series(jobs: list[JobMetrics], key: str) -> float:
+    """Mean over seeds of each seed's mean over steps."""
+    return _mean(float(v.mean()) for _, v in (j.series(key) for j in jobs) if v.size)
+
+
+def analyze_run(
+    run: RunData | str | Path,
+    *,
+    confidence: float = 0.95,
+    num_resamples: int = DEFAULT_RESAMPLES,
+    seed: int = 0,
+) -> RunAnalysis:
+    """Analyse a run folder (or an already loaded :class:`RunData`)."""
+    if not isinstance(run, RunData):
+        run = load_run(run)
+    warnings: list[str] = []
+    unfinished = [
+        f"{j.allocator}/seed {j.seed}: {j.status}" for j in run.jobs if j.status != "done"
+    ]
+    if unfinished:
+        warnings.append(
+            f"{len(unfinished)} of {len(run.jobs)} train jobs are not done ({'; '.join(unfinished)}): "
+            "their numbers are partial"
+        )
+    no_eval = [
+        f"{j.allocator}/seed {j.seed}"
+        for j in run.jobs
+        if not j.eval_curve(run.target.metric)[0].size
+    ]
+    if no_eval:
+        warnings.append(f"no eval/{run.target.metric} rows yet for: {', '.join(no_eval)}")
+    target_value = compute_target(run)
+    if target_value is None:
+        warnings.append(
+            f"the target cannot be computed: baseline {run.target.baseline!r} has no "
+            f"eval/{run.target.metric} rows"
+        )
+
+    base_curves = seed_curves(run, run.target.baseline)
+    base_cross = {axis: _mean_crossing(base_curves[axis], target_value) for axis in AXES}
+    base_jobs = run.jobs_of(run.target.baseline)
+    base_step_time = _mean_series(base_jobs, "time/step_s")
+
+    few_seeds = False
+    results = []
+    for name in run.allocators:
+        jobs = run.jobs_of(name)
+        is_baseline = name == run.target.baseline
+        curves = base_curves if is_baseline else seed_curves(run, name)
+        cross = {axis: _mean_crossing(curves[axis], target_value) for axis in AXES}
+        if is_baseline:
+            # the baseline against itself: 1 by definition
+            speedups = dict.fromkeys(AXES, Bounded(1.0))
+            intervals: dict[str, tuple[float, float] | None] = dict.fromkeys(AXES)
+        else:
+            speedups = {axis: ratio(base_cross[axis], cross[axis]) for axis in AXES}
+            intervals = dict.fromkeys(AXES)
+            if target_value is not None and any(b.exact for b in speedups.values()):
+                intervals = bootstrap_speedups(
+                    base_curves,
+                    curves,
+                    lambda idx: _targets(run, base_curves["rollouts"], idx),
+                    confidence=confidence,
+                    num_resamples=num_resamples,
+                    seed=seed,
+                )
+                if min(base_curves["rollouts"].num_seeds, curves["rollouts"].num_seeds) < 5:
+                    few_seeds = True
+        axes = {}
+        for axis in AXES:
+            per_seed = {}
+            if target_value is not None:
+                for job in jobs:
+                    x, y = _smoothed_curve(job, run.target.metric, axis, run.target.smooth)
+                    if x.size:
+                        per_seed[job.seed] = first_crossing(x, y, target_value)
+            reached = (
+                sum(b.exact for b in per_seed.values()) / len(per_seed) if per_seed else math.nan
+            )
+            # an interval around a bound would read as a measurement: only for exact speedups
+            ci = intervals[axis] if speedups[axis].exact and not is_baseline else None
+            axes[axis] = AxisResult(
+                axis=axis,
+                mean_curve=cross[axis],
+                per_seed=per_seed,
+                median=censored_median(list(per_seed.values())),
+                speedup=speedups[axis],
+                ci=ci,
+                reached=reached,
+            )
+        finals, peaks = {}, {}
+        for job in jobs:
+            _, y = job.eval_curve(run.target.metric)
+            if y.size:
+                finals[job.seed], peaks[job.seed] = float(y[-1]), float(y.max())
+        step_time = _mean_series(jobs, "time/step_s")
+        results.append(
+            AllocatorResult(
+                name=name,
+                kind=run.kinds.get(name, name),
+                is_baseline=is_baseline,
+                seeds=[j.seed for j in jobs],
+                axes=axes,
+                final_per_seed=finals,
+                peak_per_seed=peaks,
+                reward_var=_mean_series(jobs, "reward_var"),
+                zero_var_frac=_mean_series(jobs, "zero_var_frac"),
+                step_time_s=step_time,
+                step_time_ratio=step_time / base_step_time
+                if base_step_time and math.isfinite(base_step_time)
+                else math.nan,
+                tokens_per_step=_mean_series(jobs, "step_tokens"),
+                num_steps=max((j.num_steps for j in jobs), default=0),
+            )
+        )
+    if few_seeds:
+        warnings.append(
+            "intervals from fewer than 5 seeds are rough: they cover the true speedup less often "
+            "than their nominal level (docs/report.md)"
+        )
+    return RunAnalysis(run, target_value, confidence, results, warnings)

@@ -1,0 +1,231 @@
+"""Read a run folder for analysis: the manifest's plan, the target definition, and every train job's
+metrics.
+
+The files are read directly as docs/CONTRACTS.md §5 lays them out (``manifest.json``,
+``jobs/<id>/metrics.jsonl``, ``jobs/<id>/state.json``), so analysis works on any run folder, finished
+or still running, without the orchestration code.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rollcli.errors import StoreError
+from rollcli.store.atomic import read_json, read_jsonl
+
+__all__ = ["TargetSpec", "JobMetrics", "RunData", "load_run", "AXES"]
+
+# x-axes of an accuracy curve: name -> metrics key (wall_s excludes evaluation time)
+AXES: dict[str, str] = {"rollouts": "cum_rollouts", "tokens": "cum_tokens", "wall_s": "wall_s"}
+_TARGET_AT = ("final", "peak", "value")
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """The spec's ``target``: which accuracy every run must reach (docs/report.md explains it)."""
+
+    baseline: str
+    metric: str = "accuracy"
+    at: str = "final"
+    value: float | None = None
+    smooth: int = 1
+
+    @classmethod
+    def from_mapping(
+        cls,
+        mapping: Mapping[str, Any] | None,
+        allocators: list[str],
+        kinds: Mapping[str, str] | None = None,
+    ) -> TargetSpec:
+        """Validate the spec's target; the baseline defaults to the first ``uniform`` allocator
+        (plain GRPO), else the first allocator."""
+        mapping = dict(mapping or {})
+        unknown = set(mapping) - {"baseline", "metric", "at", "value", "smooth"}
+        if unknown:
+            raise StoreError(f"target: unknown keys {sorted(unknown)}")
+        uniform = [n for n in allocators if (kinds or {}).get(n) == "uniform"]
+        baseline = mapping.get("baseline") or (uniform or allocators or [""])[0]
+        if allocators and baseline not in allocators:
+            raise StoreError(
+                f"target.baseline {baseline!r} is not an allocator of this run "
+                f"(allocators: {', '.join(allocators)})"
+            )
+        at = mapping.get("at") or "final"
+        if at not in _TARGET_AT:
+            raise StoreError(f"target.at must be one of {', '.join(_TARGET_AT)}, got {at!r}")
+        value = mapping.get("value")
+        if at == "value" and (value is None or not math.isfinite(float(value))):
+            raise StoreError("target.at is 'value' but target.value is not a number")
+        smooth = int(mapping.get("smooth") or 1)
+        if smooth < 1:
+            raise StoreError(f"target.smooth must be >= 1, got {smooth}")
+        metric = str(mapping.get("metric") or "accuracy").removeprefix("eval/")
+        return cls(
+            baseline=str(baseline),
+            metric=metric,
+            at=at,
+            value=None if value is None else float(value),
+            smooth=smooth,
+        )
+
+    def describe(self) -> str:
+        smooth = f", smoothed over {self.smooth} evaluations" if self.smooth > 1 else ""
+        if self.at == "value":
+            return f"eval/{self.metric} >= {self.value:g}{smooth}"
+        what = "final" if self.at == "final" else "peak"
+        return f"{self.baseline}'s {what} eval/{self.metric} (mean over seeds){smooth}"
+
+
+@dataclass
+class JobMetrics:
+    """One train job: its identity, state and metrics rows (sorted by step, one row per step)."""
+
+    job_id: str
+    allocator: str
+    seed: int
+    status: str
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def eval_points(
+        self, metric: str, axis: str = "rollouts"
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(steps, x, y): ``eval/<metric>`` at each evaluation, with its step and its cumulative
+        rollouts, tokens or wall_s (a missing x, as wall_s at step 0, counts as 0)."""
+        key = f"eval/{metric}"
+        x_key = AXES[axis]
+        steps, xs, ys = [], [], []
+        for row in self.rows:
+            value = row.get(key)
+            if value is None or not math.isfinite(float(value)):
+                continue
+            steps.append(int(row.get("step", 0)))
+            xs.append(float(row.get(x_key) or 0.0))
+            ys.append(float(value))
+        return np.asarray(steps, dtype=int), np.asarray(xs), np.asarray(ys)
+
+    def eval_curve(self, metric: str, axis: str = "rollouts") -> tuple[np.ndarray, np.ndarray]:
+        """(x, y): ``eval/<metric>`` at each evaluation against cumulative rollouts/tokens/wall_s."""
+        _, x, y = self.eval_points(metric, axis)
+        return x, y
+
+    def series(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, values) of a per-step key over the rows that have it (step 0 usually has none)."""
+        steps, values = [], []
+        for row in self.rows:
+            value = row.get(key)
+            if value is None or row.get("step", 0) < 1:
+                continue
+            steps.append(int(row["step"]))
+            values.append(float(value))
+        return np.asarray(steps, dtype=int), np.asarray(values, dtype=float)
+
+    @property
+    def num_steps(self) -> int:
+        return max((int(r.get("step", 0)) for r in self.rows), default=0)
+
+
+@dataclass
+class RunData:
+    """A run folder as analysis sees it."""
+
+    run_dir: Path
+    experiment: str
+    allocators: list[str]  # the baseline, then the others in plan order
+    kinds: dict[str, str]  # allocator name -> kind
+    target: TargetSpec
+    jobs: list[JobMetrics]
+    spec: dict[str, Any]
+    budget_steps: int | None = None
+
+    def jobs_of(self, allocator: str) -> list[JobMetrics]:
+        return sorted((j for j in self.jobs if j.allocator == allocator), key=lambda j: j.seed)
+
+    @property
+    def wandb(self) -> dict[str, Any]:
+        return dict((self.spec.get("tracking") or {}).get("wandb") or {})
+
+    @property
+    def wandb_group(self) -> str:
+        return str(self.wandb.get("group") or self.experiment)
+
+
+def _read_rows(path: Path) -> list[dict[str, Any]]:
+    try:
+        raw = read_jsonl(path)
+    except ValueError as error:  # a corrupt line other than a torn last one
+        raise StoreError(f"{path}: unreadable metrics row ({error})") from error
+    by_step: dict[int, dict[str, Any]] = {}
+    for row in raw:
+        if "step" in row:
+            by_step[int(row["step"])] = row  # a resumed job may repeat steps: the last one wins
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def load_run(run_dir: str | Path) -> RunData:
+    """Read ``manifest.json`` and the metrics of every train job of a run folder."""
+    run_dir = Path(run_dir)
+    manifest_path = run_dir / "manifest.json"
+    if not manifest_path.is_file():
+        raise StoreError(
+            f"{run_dir} is not a run folder (no manifest.json); "
+            "pass the folder `rollcli run` created, e.g. runs/<experiment>"
+        )
+    try:
+        manifest = read_json(manifest_path)
+    except ValueError as error:
+        raise StoreError(f"{manifest_path}: not valid JSON ({error})") from error
+    spec = dict(manifest.get("spec") or {})
+    plan_jobs = list((manifest.get("plan") or {}).get("jobs") or [])
+    train = [j for j in plan_jobs if j.get("type", "train") == "train"]
+    if not train:
+        raise StoreError(f"{manifest_path}: the plan has no train jobs")
+    spec_allocators = spec.get("allocators") or {}
+    # plan order (a JSON list keeps it; the spec mapping may come back with sorted keys)
+    names: list[str] = []
+    for job in train:
+        if str(job["allocator"]) not in names:
+            names.append(str(job["allocator"]))
+    kinds = {
+        n: str((spec_allocators.get(n) or {}).get("kind", n))
+        if isinstance(spec_allocators, Mapping)
+        else n
+        for n in names
+    }
+    jobs = []
+    for job in train:
+        job_dir = run_dir / "jobs" / str(job["id"])
+        state_path = job_dir / "state.json"
+        status = "pending"
+        if state_path.is_file():
+            try:
+                status = str(read_json(state_path).get("status", "pending"))
+            except ValueError:
+                status = "unknown"
+        jobs.append(
+            JobMetrics(
+                job_id=str(job["id"]),
+                allocator=str(job["allocator"]),
+                seed=int(job.get("seed", 0)),
+                status=status,
+                rows=_read_rows(job_dir / "metrics.jsonl"),
+            )
+        )
+    steps = (spec.get("budget") or {}).get("steps")
+    target = TargetSpec.from_mapping(spec.get("target"), names, kinds)
+    names.remove(target.baseline)
+    return RunData(
+        run_dir=run_dir,
+        experiment=str(manifest.get("experiment") or spec.get("name") or run_dir.name),
+        allocators=[target.baseline, *names],  # the baseline first, then plan order
+        kinds=kinds,
+        target=target,
+        jobs=jobs,
+        spec=spec,
+        budget_steps=int(steps) if steps is not None else None,
+    )

@@ -1,0 +1,120 @@
+"""Report files: golden Markdown/LaTeX/CSV, the JSON contract, plots, and ``rollcli report``.
+
+Regenerate the golden files after an intended change with
+``ROLLCLI_UPDATE_GOLDEN=1 pytest tests/analysis/test_analysis_report.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rollcli.analysis.report import parse_formats, write_report
+from rollcli.cli.app import app
+from rollcli.errors import RollcliError
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "report"
+
+
+@pytest.mark.parametrize("ext", ["md", "tex", "csv"])
+def test_golden_files(synthetic_run, ext):
+    fmt = {"tex": "latex"}.get(ext, ext)
+    write_report(synthetic_run, formats=[fmt], plots=False)
+    produced = (synthetic_run / "report" / f"report.{ext}").read_text()
+    golden = GOLDEN / f"synthetic.{ext}"
+    if os.environ.get("ROLLCLI_UPDATE_GOLDEN") == "1":
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(produced)
+    assert produced == golden.read_text()
+
+
+def test_json_contract(synthetic_run, tmp_path):
+    write_report(synthetic_run, formats="json", out=tmp_path / "out", plots=False)
+    data = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert data["target"] == {
+        "baseline": "grpo",
+        "metric": "accuracy",
+        "at": "final",
+        "value": pytest.approx(0.71),
+        "spec_value": None,
+        "smooth": 1,
+    }
+    assert data["order"] == ["grpo", "pc", "dapo", "vigor"]
+    assert set(data["allocators"]) == set(data["order"])
+    for name, entry in data["allocators"].items():
+        for key in ("baseline", "rollouts_to_target", "speedup", "ci_low", "ci_high", "reached"):
+            assert key in entry, (name, key)
+        for axis in ("tokens", "wall_clock"):
+            assert set(entry[axis]) >= {"to_target", "speedup", "ci_low", "ci_high", "reached"}
+        assert set(entry["rollouts_to_target"]) == {"per_seed", "median", "mean_curve"}
+        assert entry["final_accuracy"] is not None and entry["peak_accuracy"] is not None
+    pc = data["allocators"]["pc"]
+    assert pc["speedup"] == pytest.approx(1.25)
+    assert pc["ci_low"] <= 1.25 <= pc["ci_high"]
+    assert pc["reached"] == 1.0
+    assert pc["rollouts_to_target"]["median"]["value"] == pytest.approx(2048.0)
+    assert pc["rollouts_to_target"]["mean_curve"]["value"] == pytest.approx(2048.0)
+    assert pc["rollouts_to_target"]["per_seed"]["0"]["value"] == pytest.approx(2099.2)
+    dapo = data["allocators"]["dapo"]
+    # not reached: a bound, never a number
+    assert dapo["speedup"] is None and dapo["ci_low"] is None
+    assert dapo["speedup_detail"] == {"kind": "upper", "display": "<= 0.5000", "upper_bound": 0.5}
+    seed0 = dapo["rollouts_to_target"]["per_seed"]["0"]
+    assert seed0 == {"kind": "lower", "display": ">= 5120", "lower_bound": 5120.0}
+    assert dapo["reached"] == 0.0
+    assert data["allocators"]["vigor"]["reached"] == pytest.approx(2 / 3)
+
+
+def test_csv_never_prints_a_bound_as_a_number(synthetic_run):
+    write_report(synthetic_run, formats="csv", plots=False)
+    lines = (synthetic_run / "report" / "report.csv").read_text().splitlines()
+    dapo = dict(
+        zip(
+            lines[0].split(","),
+            next(line for line in lines if line.startswith("dapo")).split(","),
+            strict=True,
+        )
+    )
+    assert dapo["rollouts_to_target"] == ">= 5120"
+    assert dapo["rollouts_speedup"] == "<= 0.5000"
+
+
+def test_plots_written_and_not_empty(synthetic_run):
+    result = write_report(synthetic_run, formats="md")
+    names = {p.name for p in result.files}
+    for stem in ("accuracy", "variance", "tokens"):
+        assert {f"{stem}.png", f"{stem}.svg"} <= names
+        png = (synthetic_run / "report" / f"{stem}.png").read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+        svg = (synthetic_run / "report" / f"{stem}.svg").read_text()
+        assert "<svg" in svg and "<path" in svg
+    assert "cumulative rollouts" in (synthetic_run / "report" / "accuracy.svg").read_text()
+
+
+def test_parse_formats():
+    assert parse_formats("md, tex") == ["md", "latex"]
+    assert parse_formats(None) == ["md", "latex", "csv", "json"]
+    with pytest.raises(RollcliError, match="unknown report format html"):
+        parse_formats("md,html")
+
+
+def test_cli_report(synthetic_run, tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "files"
+    result = runner.invoke(
+        app,
+        ["report", str(synthetic_run), "--format", "md,json", "--out", str(out), "--no-plots"],
+        env={"COLUMNS": "220"},
+    )
+    assert result.exit_code == 0, result.output
+    assert "1.25x [" in result.output and ">= 5,120" in result.output
+    assert sorted(p.name for p in out.iterdir()) == ["report.json", "report.md"]
+    bad = runner.invoke(app, ["report", str(tmp_path / "nope")])
+    assert bad.exit_code != 0
+    assert isinstance(bad.exception, RollcliError)
+    help_text = runner.invoke(app, ["report", "--help"], env={"COLUMNS": "120"}).output
+    assert "--format" in help_text and "--wandb" in help_text

@@ -1,0 +1,189 @@
+"""W&B: job trackers write offline run folders with the expected keys; reports are built offline
+and saved with only the network save mocked."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from rollcli.analysis import analyze_run
+from rollcli.analysis.tracking import (
+    NullTracker,
+    WandbTracker,
+    create_tracker,
+    is_logged_in,
+    resolve_mode,
+    wandb_run_id,
+)
+from rollcli.analysis.wandb_report import build_wandb_report, publish_wandb_report
+from rollcli.cli.app import app
+from rollcli.store.atomic import atomic_write_json, read_json, read_jsonl
+
+# wandb-workspaces still uses pydantic v1-style validators
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+@pytest.fixture
+def wandb_env(tmp_path, monkeypatch):
+    """No API key, no netrc, every W&B folder inside tmp."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("NETRC", str(home / ".netrc"))
+    for var in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_ENTITY", "WANDB_BASE_URL", "WANDB_RUN_ID"):
+        monkeypatch.delenv(var, raising=False)
+    for var in ("WANDB_DIR", "WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR"):
+        path = tmp_path / var.lower()
+        path.mkdir()
+        monkeypatch.setenv(var, str(path))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    return home
+
+
+def _job_config(job_id: str, mode: str) -> dict:
+    return {
+        "experiment": "synthetic",
+        "job": {"id": job_id, "type": "train", "allocator": "pc", "seed": 1},
+        "backend": {"kind": "sim"},
+        "allocator": {"kind": "pilot_commit", "n_pilot": 8},
+        "budget": {"steps": 40, "rollouts_per_step": 64},
+        "tracking": {"wandb": {"project": "rollcli-test", "mode": mode, "tags": ["ci"]}},
+    }
+
+
+def test_mode_resolution(wandb_env, monkeypatch):
+    assert not is_logged_in()
+    assert resolve_mode("auto") == "offline"
+    assert resolve_mode("disabled") == "disabled"
+    (wandb_env / ".netrc").write_text("machine api.wandb.ai\n  login user\n  password x\n")
+    (wandb_env / ".netrc").chmod(0o600)
+    assert resolve_mode("auto") == "online"
+    (wandb_env / ".netrc").unlink()
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+    assert resolve_mode(None) == "online"
+    with pytest.raises(ValueError, match="tracking.wandb.mode"):
+        resolve_mode("sometimes")
+
+
+def test_run_id_is_deterministic():
+    assert wandb_run_id("3f2a9c1b7d") == wandb_run_id("3f2a9c1b7d")
+    assert wandb_run_id("3f2a9c1b7d") != wandb_run_id("3f2a9c1b7e")
+    assert len(wandb_run_id("x")) == 16 and wandb_run_id("x").isalnum()
+
+
+def test_disabled_tracker_writes_nothing(tmp_path, wandb_env):
+    tracker = create_tracker(_job_config("job0000001", "disabled"), tmp_path / "job")
+    assert isinstance(tracker, NullTracker)
+    tracker({"step": 1, "cum_rollouts": 64})
+    tracker.finish()
+    assert not (tmp_path / "job").exists()
+
+
+@pytest.mark.slow
+def test_offline_run_folder_has_the_expected_keys(
+    synthetic_run, tmp_path, wandb_env, read_wandb_log
+):
+    rows = read_jsonl(synthetic_run / "jobs" / "pc01abcdef" / "metrics.jsonl")
+    job_dir = tmp_path / "job"
+    config = _job_config("pc01abcdef", "auto")  # not logged in: offline
+    for _ in range(2):  # a resumed job logs into the same run id
+        tracker = create_tracker(config, job_dir)
+        assert isinstance(tracker, WandbTracker) and tracker.mode == "offline"
+        for row in rows:
+            tracker(row)
+        tracker.finish()
+    run_id = wandb_run_id("pc01abcdef")
+    folders = sorted((job_dir / "wandb").glob("offline-run-*"))
+    # same run id; a second folder started within the same second gets a "-1" suffix
+    assert len(folders) == 2 and all(f"-{run_id}" in f.name for f in folders)
+
+    records = list(read_wandb_log(folders[0] / f"run-{run_id}.wandb"))
+    run = next(r.run for r in records if r.WhichOneof("record_type") == "run")
+    assert run.run_id == run_id
+    assert run.run_group == "synthetic" and run.job_type == "train"
+    assert run.project == "rollcli-test" and run.display_name == "pc-seed1"
+    assert list(run.tags) == ["ci"]
+    logged_config = {
+        item.key or "/".join(item.nested_key): json.loads(item.value_json)
+        for item in run.config.update
+    }
+    assert logged_config["job"]["id"] == "pc01abcdef"
+    assert logged_config["allocator"] == {"kind": "pilot_commit", "n_pilot": 8}
+    history = [
+        {
+            item.key or "/".join(item.nested_key): json.loads(item.value_json)
+            for item in r.history.item
+        }
+        for r in records
+        if r.WhichOneof("record_type") == "history"
+    ]
+    assert [h["_step"] for h in history] == [row["step"] for row in rows]
+    assert {"cum_rollouts", "cum_tokens", "reward_var", "zero_var_frac", "time/step_s"} <= set(
+        history[5]
+    )
+    assert history[5]["eval/accuracy"] == pytest.approx(rows[5]["eval/accuracy"])
+    metrics = {
+        r.metric.glob_name or r.metric.name: r.metric
+        for r in records
+        if r.WhichOneof("record_type") == "metric"
+    }
+    assert metrics["eval/*"].step_metric == "cum_rollouts"
+
+
+def _enable_wandb(run_dir, **settings):
+    manifest = read_json(run_dir / "manifest.json")
+    manifest["spec"]["tracking"]["wandb"].update(settings)
+    atomic_write_json(run_dir / "manifest.json", manifest)
+
+
+def test_report_is_built_offline(synthetic_run):
+    import wandb_workspaces.reports.v2 as wr
+
+    report = build_wandb_report(analyze_run(synthetic_run), entity="team", project="proj")
+    markdown = next(b for b in report.blocks if isinstance(b, wr.MarkdownBlock))
+    assert "| pc | pilot_commit | 3/3 | 2,048 | 1.25x [" in markdown.text
+    grid = next(b for b in report.blocks if isinstance(b, wr.PanelGrid))
+    assert grid.runsets[0].groupby == ["config.job.allocator"]
+    assert "Group = 'synthetic'" in str(grid.runsets[0].filters)
+    plots = {(p.x, p.y[0]) for p in grid.panels}
+    assert ("cum_rollouts", "eval/accuracy") in plots and ("Step", "reward_var") in plots
+
+
+def test_offline_report_says_how_to_sync(synthetic_run, wandb_env):
+    _enable_wandb(synthetic_run, mode="auto")
+    pending = synthetic_run / "jobs" / "pc00abcdef" / "wandb" / "offline-run-20261129_000000-abc"
+    pending.mkdir(parents=True)
+    result = publish_wandb_report(analyze_run(synthetic_run))
+    assert result.url is None
+    text = " ".join(result.messages)
+    assert "wandb login" in text and f"wandb sync {pending}" in text
+
+    runner = CliRunner()
+    out = runner.invoke(app, ["report", str(synthetic_run), "--no-plots", "--wandb"])
+    assert out.exit_code == 0, out.output
+    assert "wandb sync" in out.output
+
+
+def test_logged_in_report_is_saved_and_its_url_printed(synthetic_run, wandb_env, monkeypatch):
+    import wandb_workspaces.reports.v2 as wr
+
+    _enable_wandb(synthetic_run, mode="online", entity="team", project="proj")
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+    saved = []
+
+    def fake_save(self, draft=False, clone=False):  # the only network call
+        saved.append(self)
+        self.id = "Vmlldzo1"
+        return self
+
+    monkeypatch.setattr(wr.Report, "save", fake_save)
+    result = publish_wandb_report(analyze_run(synthetic_run))
+    assert len(saved) == 1 and saved[0].entity == "team" and saved[0].project == "proj"
+    # the host is wandb's own mapping of its API URL to its app URL
+    assert result.url.startswith("https://")
+    assert result.url.endswith("/team/proj/reports/rollcli:-synthetic--Vmlldzo1")
+    monkeypatch.setenv("WANDB_BASE_URL", "https://api.wandb.example.org")
+    result = publish_wandb_report(analyze_run(synthetic_run))
+    assert result.url == "https://wandb.example.org/team/proj/reports/rollcli:-synthetic--Vmlldzo1"
