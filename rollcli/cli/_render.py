@@ -1,0 +1,161 @@
+"""Rich renderings shared by commands: the plan table, the job status table, a minimal summary.
+
+Pure functions from data to rich renderables (no I/O), so output can be golden-file tested.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+__all__ = [
+    "STATUS_STYLE",
+    "fmt_int",
+    "fmt_resources",
+    "plan_table",
+    "plan_summary_table",
+    "plan_totals",
+    "status_table",
+    "minimal_summary_table",
+]
+
+STATUS_STYLE = {
+    "pending": "dim",
+    "running": "cyan",
+    "done": "green",
+    "failed": "bold red",
+    "cancelled": "yellow",
+}
+MAX_PLAN_ROWS = 200
+
+
+def fmt_int(value: Any) -> str:
+    if value is None:
+        return "?"
+    value = float(value)
+    for unit, size in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= size:
+            return f"{value / size:.3g}{unit}"
+    return f"{value:.0f}"
+
+
+def fmt_resources(res: dict[str, Any], executor: str) -> str:
+    if executor == "local":
+        return f"{res['cpus_per_task']} cpu"
+    gpus = res["gpus_per_node"]
+    parts = [f"{res['nodes']}x{gpus} gpu" if gpus else f"{res['nodes']} node"]
+    if res.get("time"):
+        parts.append(res["time"])
+    if res.get("partition"):
+        parts.append(res["partition"])
+    return " ".join(parts)
+
+
+def _job_label(job: dict[str, Any]) -> str:
+    if job["type"] == "report":
+        return "report"
+    label = f"{job['allocator']}/{job['seed']}"
+    return label if job["type"] == "train" else f"eval {label}"
+
+
+def plan_totals(jobs: list[dict[str, Any]]) -> dict[str, Any]:
+    train = [j for j in jobs if j["type"] == "train"]
+    tokens = [j["expected_tokens"] for j in train]
+    return {
+        "jobs": len(jobs),
+        "train": len(train),
+        "eval": sum(j["type"] == "eval" for j in jobs),
+        "rollouts": sum(j["expected_rollouts"] or 0 for j in train),
+        "tokens": None if any(t is None for t in tokens) else sum(tokens),
+    }
+
+
+def plan_table(jobs: list[dict[str, Any]], executor: str) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for name, justify in (
+        ("id", "left"),
+        ("job", "left"),
+        ("type", "left"),
+        ("after", "right"),
+        ("resources", "left"),
+        ("rollouts", "right"),
+        ("tokens", "right"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for job in jobs:
+        deps = job["depends_on"]
+        table.add_row(
+            job["id"],
+            _job_label(job),
+            job["type"],
+            str(len(deps)) if deps else "-",
+            fmt_resources(job["resources"], executor),
+            fmt_int(job["expected_rollouts"]) if job["expected_rollouts"] else "-",
+            fmt_int(job["expected_tokens"]) if job["expected_rollouts"] else "-",
+        )
+    return table
+
+
+def plan_summary_table(jobs: list[dict[str, Any]], executor: str) -> Table:
+    """One row per allocator (for plans too long to list job by job)."""
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for job in jobs:
+        groups[job["allocator"] or job["type"]].append(job)
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for name in ("allocator", "jobs", "seeds", "resources", "rollouts", "tokens"):
+        table.add_column(name, justify="left" if name in ("allocator", "resources") else "right")
+    for name, group in groups.items():
+        totals = plan_totals(group)
+        table.add_row(
+            name,
+            str(len(group)),
+            str(len({j["seed"] for j in group if j["seed"] is not None}) or "-"),
+            fmt_resources(group[0]["resources"], executor),
+            fmt_int(totals["rollouts"]) if totals["rollouts"] else "-",
+            fmt_int(totals["tokens"]) if totals["rollouts"] else "-",
+        )
+    return table
+
+
+def status_table(rows: list[dict[str, Any]]) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for name in ("id", "job", "status", "try", "step", "rollouts", "accuracy", "eta", "note"):
+        table.add_column(
+            name, justify="right" if name in ("try", "step", "rollouts", "accuracy") else "left"
+        )
+    for row in rows:
+        status = row["status"]
+        table.add_row(
+            row["id"],
+            row["job"],
+            Text(status, style=STATUS_STYLE.get(status, "")),
+            str(row.get("attempts") or "-"),
+            row.get("step", "-"),
+            row.get("rollouts", "-"),
+            row.get("accuracy", "-"),
+            row.get("eta", "-"),
+            Text(row.get("note", ""), style="red" if status == "failed" else "dim"),
+        )
+    return table
+
+
+def minimal_summary_table(finals: dict[str, list[dict[str, Any]]], baseline: str) -> Table:
+    """Final accuracy per allocator (mean over seeds) and the rollouts it took; a fallback for
+    when ``rollcli.analysis`` is not installed."""
+    table = Table(title="final accuracy (mean over seeds)", box=None, header_style="bold")
+    for name in ("allocator", "seeds", "accuracy", "rollouts"):
+        table.add_column(name, justify="left" if name == "allocator" else "right")
+    for name, rows in finals.items():
+        accs = [r["eval/accuracy"] for r in rows if r.get("eval/accuracy") is not None]
+        rolls = [r.get("cum_rollouts", 0) for r in rows]
+        label = f"{name} (baseline)" if name == baseline else name
+        table.add_row(
+            label,
+            str(len(rows)),
+            f"{sum(accs) / len(accs):.3f}" if accs else "-",
+            fmt_int(sum(rolls) / len(rolls)) if rolls else "-",
+        )
+    return table

@@ -1,0 +1,137 @@
+"""Spec commands: ``rollcli validate``, ``rollcli schema`` and ``rollcli init``."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rollcli.cli._options import OverridesArg, SpecArg, console
+
+__all__ = ["register"]
+
+VALIDATE_EPILOG = """[bold]Examples[/bold]
+
+  rollcli validate experiments/quickstart.yaml
+
+  rollcli validate experiments/quickstart.yaml allocators.pc.p_upper=0.8 --print
+
+Exit code 0 when the spec is valid, 2 with file:line:column and the field when it is not.
+"""
+
+SCHEMA_EPILOG = """[bold]Examples[/bold]
+
+  rollcli schema > rollcli.schema.json
+
+  rollcli schema --output .vscode/rollcli.schema.json
+
+Point your editor's YAML language server at it for completion, e.g. a first line
+[dim]# yaml-language-server: $schema=rollcli.schema.json[/dim]
+"""
+
+INIT_EPILOG = """[bold]Examples[/bold]
+
+  rollcli init my-experiment
+
+  rollcli init pc-1.5b --template verl-slurm --dir experiments
+
+  rollcli init --list
+"""
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("validate", epilog=VALIDATE_EPILOG)
+    def validate(
+        spec: SpecArg,
+        overrides: OverridesArg = None,
+        show: Annotated[
+            bool, typer.Option("--print", help="Print the resolved spec (YAML).")
+        ] = False,
+    ) -> None:
+        """Check SPEC (with overrides) without creating anything."""
+        from rollcli.plan import build_plan
+        from rollcli.spec import load_spec
+        from rollcli.store.layout import dump_yaml
+
+        spec_obj = load_spec(spec, overrides or [])
+        if show:
+            typer.echo(dump_yaml(spec_obj.to_dict()), nl=False)
+            return
+        plan = build_plan(spec_obj)
+        num_train = len(plan.by_type("train"))
+        console().print(
+            f"[green]ok[/green]: {spec} — {len(spec_obj.allocators)} allocators x "
+            f"{len(spec_obj.seeds)} seeds = {num_train} train jobs, backend "
+            f"{spec_obj.backend.kind}, {spec_obj.launch.executor} executor"
+        )
+
+    @app.command("schema", epilog=SCHEMA_EPILOG)
+    def schema(
+        output: Annotated[
+            Path | None, typer.Option("--output", "-o", help="Write to this file.")
+        ] = None,
+    ) -> None:
+        """Print the JSON Schema of the spec (for editor completion and validation)."""
+        from rollcli.spec import spec_json_schema
+
+        text = json.dumps(spec_json_schema(), indent=2) + "\n"
+        if output is None:
+            typer.echo(text, nl=False)
+            return
+        from rollcli.store.atomic import atomic_write_text
+
+        atomic_write_text(output, text)
+        console().print(f"wrote {output}")
+
+    @app.command("init", epilog=INIT_EPILOG)
+    def init(
+        name: Annotated[
+            str | None, typer.Argument(help="Experiment name (letters, digits, _ and -).")
+        ] = None,
+        template: Annotated[
+            str, typer.Option("--template", "-t", help="Template in templates/specs.")
+        ] = "quickstart",
+        directory: Annotated[Path, typer.Option("--dir", help="Where to write NAME.yaml.")] = Path(
+            "experiments"
+        ),
+        force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+        list_templates: Annotated[
+            bool, typer.Option("--list", help="List the templates and exit.")
+        ] = False,
+    ) -> None:
+        """Create a new spec NAME.yaml from a template."""
+        import difflib
+
+        from rollcli.errors import RollcliError
+        from rollcli.spec.compose import template_names, templates_dir
+        from rollcli.store.atomic import atomic_write_text
+
+        names = template_names(complete=True)
+        if list_templates:
+            for entry in names:
+                typer.echo(entry)
+            return
+        if not name:
+            raise RollcliError("give a name: rollcli init NAME (templates: rollcli init --list)")
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]*", name):
+            raise RollcliError(
+                f"'{name}' is not a valid experiment name; use letters, digits, '_' and '-'"
+            )
+        if template not in names:
+            close = difflib.get_close_matches(template, names, n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise RollcliError(f"unknown template '{template}'.{hint} Valid: {', '.join(names)}.")
+        target = directory / f"{name}.yaml"
+        if target.exists() and not force:
+            raise RollcliError(f"{target} exists; pick another name or add --force")
+        text = (templates_dir() / f"{template}.yaml").read_text("utf-8")
+        text, count = re.subn(r"(?m)^name:.*$", f"name: {name}", text, count=1)
+        if not count:
+            text = f"name: {name}\n{text}"
+        atomic_write_text(target, text)
+        console().print(
+            f"wrote {target}\n  check it:  rollcli validate {target}\n  run it:    rollcli run {target}"
+        )

@@ -1,0 +1,49 @@
+"""Load a spec file into a frozen, validated ``Spec``: compose, override, interpolate, validate.
+
+This is the one entry point the CLI, the planner and the sweep engine use. Nothing is written
+to disk here; a bad spec raises :class:`rollcli.errors.SpecError` (exit code 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rollcli.spec.compose import (
+    apply_overrides,
+    compose_file,
+    expand_presets,
+    resolve_interpolations,
+)
+from rollcli.spec.yamlio import Marks
+
+__all__ = ["load_spec", "load_spec_data", "spec_from_dict"]
+
+
+def load_spec_data(path: str | Path, overrides: Sequence[str] = ()) -> tuple[dict[str, Any], Marks]:
+    """The composed raw data of a spec (bases merged, overrides applied, interpolations and
+    presets resolved) and the source marks of its values; not yet validated."""
+    data, marks = compose_file(Path(path))
+    data = apply_overrides(data, marks, list(overrides))
+    data = resolve_interpolations(data, marks)
+    data = expand_presets(data, marks)
+    return data, marks
+
+
+def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> Any:
+    """Load and validate a spec file with command-line overrides (Hydra grammar)."""
+    from rollcli.spec.validate import validate_spec
+
+    data, marks = load_spec_data(path, overrides)
+    return validate_spec(data, marks)
+
+
+def spec_from_dict(data: dict[str, Any], source: str = "<spec>") -> Any:
+    """Validate an already-composed spec mapping (e.g. a manifest's resolved spec)."""
+    from rollcli.spec.validate import validate_spec
+    from rollcli.spec.yamlio import Mark
+
+    marks = Marks()
+    marks.values[()] = Mark(source)
+    return validate_spec(data, marks)

@@ -1,0 +1,207 @@
+"""The typed, frozen spec: pydantic v2 models for every section of an experiment YAML.
+
+The backend and allocator sections are discriminated unions on ``kind`` over the frozen config
+dataclasses their packages own (``rollcli.backends.<kind>.config`` and the allocator registry),
+so a knob is defined exactly once, next to the code that uses it. Those unions are assembled at
+first use by :func:`spec_model` (backends that are not importable are skipped; a test asserts
+that sim, tiny and verl are all wired). Cross-field rules live in :mod:`rollcli.spec.validate`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+__all__ = [
+    "BACKEND_CONFIGS",
+    "BudgetSpec",
+    "CheckpointSpec",
+    "EvalSpec",
+    "LaunchSpec",
+    "SpecBase",
+    "TargetSpec",
+    "TrackingSpec",
+    "WandbSpec",
+    "allocator_config_classes",
+    "backend_config_classes",
+    "spec_model",
+]
+
+# backend kind -> "module:ConfigClass" (each importable without torch/verl)
+BACKEND_CONFIGS: dict[str, str] = {
+    "sim": "rollcli.backends.sim.config:SimConfig",
+    "tiny": "rollcli.backends.tiny.config:TinyConfig",
+    "verl": "rollcli.backends.verl.config:VerlConfig",
+}
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
+NonNegativeInt = Annotated[int, Field(ge=0)]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class BudgetSpec(_Frozen):
+    """The equal per-step budget every allocator gets."""
+
+    steps: int = Field(gt=0, description="training steps")
+    rollouts_per_step: int = Field(gt=0, description="rollouts generated per step")
+
+
+class EvalSpec(_Frozen):
+    """When and what to evaluate (the sim and tiny backends evaluate on their own held-out set)."""
+
+    every: int = Field(5, ge=1, description="steps between evaluations (and at the last step)")
+    suite: tuple[str, ...] = Field((), description="benchmarks (aime24, math500, ...)")
+    samples: int | dict[str, Annotated[int, Field(ge=1)]] = Field(
+        1, description="samples per problem, one number or per benchmark"
+    )
+    temperature: float = Field(1.0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_tokens: int | None = Field(None, ge=1)
+    jobs: bool = Field(False, description="verl: evaluate checkpoints in separate eval jobs")
+
+
+class TargetSpec(_Frozen):
+    """How rollouts-to-target is defined: the baseline's final/peak accuracy, or a fixed value."""
+
+    baseline: str | None = Field(None, description="allocator name (default: first uniform one)")
+    metric: str = Field("accuracy", min_length=1, description="an eval/<metric> key")
+    at: Literal["final", "peak", "value"] = "final"
+    value: float | None = None
+    smooth: int = Field(1, ge=1, description="moving-average window over evaluations")
+
+
+class LaunchSpec(_Frozen):
+    """Where jobs run. Resource fields apply to each train job on Slurm."""
+
+    executor: Literal["local", "slurm"] = "local"
+    max_parallel: int | None = Field(None, ge=1, description="local: concurrent jobs (cores)")
+    nodes: int = Field(1, ge=1)
+    gpus_per_node: int = Field(0, ge=0)
+    cpus_per_task: int = Field(1, ge=1)
+    mem: str | None = Field(None, pattern=r"^\d+[KMGT]?B?$", description='e.g. "64G"')
+    time: str | None = Field(
+        None,
+        pattern=r"^(\d+-)?\d+(:\d{2}){0,2}$",
+        description='Slurm time limit, e.g. "48:00:00" or "2-00:00:00"',
+    )
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    sbatch_extra: tuple[str, ...] = Field((), description="extra '#SBATCH' lines, e.g. --exclusive")
+    array_parallelism: int | None = Field(None, ge=1)
+    requeue: bool = True
+
+
+class WandbSpec(_Frozen):
+    project: str = "rollcli"
+    entity: str | None = None
+    mode: Literal["auto", "online", "offline", "disabled"] = Field(
+        "auto", description="auto: online if logged in, else offline"
+    )
+    tags: tuple[str, ...] = ()
+    group: str | None = None
+
+
+class TrackingSpec(_Frozen):
+    wandb: WandbSpec = WandbSpec()
+
+
+class CheckpointSpec(_Frozen):
+    every: int = Field(1, ge=1, description="steps between checkpoints")
+    keep: int = Field(2, ge=1, description="checkpoints kept per job (newest)")
+
+
+class SpecBase(_Frozen):
+    """Methods shared by the assembled ``Spec`` model (see :func:`spec_model`)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved spec as plain JSON-able data, sections in the documented order."""
+        data = self.model_dump(mode="json")
+        return {key: data[key] for key in SECTION_ORDER if key in data}
+
+    def allocator_dict(self, name: str) -> dict[str, Any]:
+        return dataclasses.asdict(self.allocators[name])  # type: ignore[attr-defined]
+
+    def backend_dict(self) -> dict[str, Any]:
+        return _plain(dataclasses.asdict(self.backend))  # type: ignore[attr-defined]
+
+
+SECTION_ORDER = (
+    "name",
+    "description",
+    "backend",
+    "budget",
+    "allocators",
+    "seeds",
+    "eval",
+    "target",
+    "launch",
+    "tracking",
+    "checkpoint",
+)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def backend_config_classes() -> dict[str, type]:
+    """Backend kind -> config dataclass, for every backend whose config module imports."""
+    classes = {}
+    for kind, target in BACKEND_CONFIGS.items():
+        module_name, class_name = target.split(":")
+        try:
+            classes[kind] = getattr(importlib.import_module(module_name), class_name)
+        except (ImportError, AttributeError):
+            continue
+    return classes
+
+
+def allocator_config_classes() -> dict[str, type]:
+    """Allocator kind -> config dataclass, from the allocator registry."""
+    from rollcli.allocators.registry import ALLOCATORS
+
+    return {kind: pair[0] for kind, pair in ALLOCATORS.items()}
+
+
+def _union(classes: dict[str, type]) -> Any:
+    members = tuple(classes.values())
+    return Annotated[Union[members], Field(discriminator="kind")]  # noqa: UP007
+
+
+@functools.cache
+def spec_model() -> type[SpecBase]:
+    """The ``Spec`` model with the backend and allocator unions of the installed packages."""
+    backend = _union(backend_config_classes())
+    allocator = _union(allocator_config_classes())
+    return create_model(  # type: ignore[call-overload,no-any-return]
+        "Spec",
+        __base__=SpecBase,
+        __doc__="A rollcli experiment: what to train, which allocators to compare, where to run.",
+        name=(str, Field(pattern=NAME_PATTERN, description="experiment name (run folder name)")),
+        description=(str, ""),
+        backend=(backend, Field(description="what generates rollouts and learns")),
+        budget=(BudgetSpec, ...),
+        allocators=(
+            dict[Annotated[str, Field(pattern=NAME_PATTERN)], allocator],
+            Field(min_length=1, description="name -> allocator config"),
+        ),
+        seeds=(tuple[NonNegativeInt, ...], Field((0,), min_length=1)),
+        eval=(EvalSpec, EvalSpec()),
+        target=(TargetSpec, TargetSpec()),
+        launch=(LaunchSpec, LaunchSpec()),
+        tracking=(TrackingSpec, TrackingSpec()),
+        checkpoint=(CheckpointSpec, CheckpointSpec()),
+    )

@@ -1,0 +1,203 @@
+"""The run folder (``runs/<experiment>/``): manifest, resolved spec and one folder per job.
+
+::
+
+    manifest.json   {experiment, spec, plan: {jobs: [...]}, git_commit, packages, command, created}
+    spec.yaml       the resolved spec
+    .lock           held by the orchestrating ``rollcli run``
+    jobs/<id>/      config.yaml  state.json  metrics.jsonl  checkpoints/  eval/  logs/
+
+Everything is written atomically (``rollcli.store.atomic``). Preparing a run is idempotent: a
+rerun keeps finished jobs, their metrics and checkpoints, and adds the jobs that are new.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rollcli.errors import StoreError
+from rollcli.store.atomic import atomic_write_json, atomic_write_text, read_json
+from rollcli.store.state import init_state, now, read_state
+
+__all__ = [
+    "MANIFEST",
+    "JOB_SUBDIRS",
+    "job_dir",
+    "prepare_run",
+    "load_manifest",
+    "load_job_config",
+    "find_job",
+    "git_commit",
+    "package_versions",
+    "dump_yaml",
+]
+
+MANIFEST = "manifest.json"
+JOB_SUBDIRS = ("checkpoints", "eval", "logs")
+PACKAGES = (
+    "rollcli",
+    "numpy",
+    "torch",
+    "pydantic",
+    "omegaconf",
+    "hydra-core",
+    "typer",
+    "submitit",
+    "wandb",
+    "verl",
+    "vllm",
+    "transformers",
+    "math-verify",
+)
+
+
+def dump_yaml(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False, allow_unicode=True)
+
+
+def job_dir(run_dir: str | os.PathLike[str], job_id: str) -> Path:
+    return Path(run_dir) / "jobs" / job_id
+
+
+def git_commit() -> str | None:
+    """The commit of the rollcli source tree (``+dirty`` if modified), or None outside git."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + ("+dirty" if dirty else "")
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"python": sys.version.split()[0]}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def prepare_run(
+    run_dir: str | os.PathLike[str],
+    spec: dict[str, Any],
+    plan: Any,
+    command: Sequence[str] | str | None = None,
+) -> Path:
+    """Write the manifest, the resolved spec and every job's folder, config and initial state.
+
+    A job folder that exists keeps its state, metrics and checkpoints; its config is rewritten
+    only where it differs in fields that do not enter the job id (tracking, checkpoint).
+    """
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    previous = run_dir / MANIFEST
+    created = now()
+    if previous.exists():
+        try:
+            old = read_json(previous)
+        except ValueError:
+            old = {}
+        if old.get("experiment") not in (None, spec["name"]):
+            raise StoreError(
+                f"{run_dir} holds experiment '{old['experiment']}', not '{spec['name']}'; "
+                "choose another --runs-dir or rename the spec"
+            )
+        created = old.get("created", created)
+    if command is None:
+        command = sys.argv
+    manifest = {
+        "experiment": spec["name"],
+        "spec": spec,
+        "plan": plan.to_manifest(),
+        "git_commit": git_commit(),
+        "packages": package_versions(),
+        "command": command if isinstance(command, str) else " ".join(command),
+        "created": created,
+        "updated": now(),
+    }
+    for job in plan:
+        folder = job_dir(run_dir, job.id)
+        for sub in JOB_SUBDIRS:
+            (folder / sub).mkdir(parents=True, exist_ok=True)
+        text = dump_yaml(job.config)
+        config_path = folder / "config.yaml"
+        stale = not config_path.exists() or config_path.read_text("utf-8") != text
+        if stale and read_state(folder)["status"] != "running":
+            atomic_write_text(config_path, text)
+        init_state(folder)
+    atomic_write_text(run_dir / "spec.yaml", dump_yaml(spec))
+    atomic_write_json(run_dir / MANIFEST, manifest)
+    return run_dir
+
+
+def load_manifest(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    path = Path(run_dir) / MANIFEST
+    if not path.exists():
+        if not Path(run_dir).exists():
+            raise StoreError(f"{run_dir}: no such run folder; start one with: rollcli run SPEC")
+        raise StoreError(
+            f"{run_dir}: not a run folder (no {MANIFEST}); give runs/<experiment>, "
+            "or start one with: rollcli run SPEC"
+        )
+    return read_json(path)  # type: ignore[no-any-return]
+
+
+def load_job_config(job_dir_: str | os.PathLike[str]) -> dict[str, Any]:
+    path = Path(job_dir_) / "config.yaml"
+    try:
+        return yaml.safe_load(path.read_text("utf-8"))  # type: ignore[no-any-return]
+    except FileNotFoundError:
+        raise StoreError(f"{path}: missing job config; rerun `rollcli run SPEC`") from None
+
+
+def find_job(manifest: dict[str, Any], query: str) -> str:
+    """A job id from an id prefix (``3f2a``) or ``<allocator>/<seed>`` (``pc/0``), or ``report``."""
+    jobs = manifest["plan"]["jobs"]
+    ids = [job["id"] for job in jobs]
+    if query in ids:
+        return query
+    if query == "report":
+        matches = [j["id"] for j in jobs if j["type"] == "report"]
+    elif "/" in query:
+        name, _, seed = query.partition("/")
+        matches = [
+            j["id"]
+            for j in jobs
+            if j["type"] == "train" and j["allocator"] == name and str(j["seed"]) == seed
+        ]
+    else:
+        matches = [i for i in ids if i.startswith(query)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise StoreError(f"job '{query}' is ambiguous: {', '.join(matches)}; give more characters")
+    names = [f"{j['allocator']}/{j['seed']}" for j in jobs if j["type"] == "train"]
+    close = difflib.get_close_matches(query, names + ids, n=1)
+    hint = f" Did you mean '{close[0]}'?" if close else ""
+    raise StoreError(
+        f"no job '{query}' in this run.{hint} Give an id prefix or allocator/seed "
+        "(see: rollcli status RUNDIR)"
+    )

@@ -1,0 +1,132 @@
+"""The run lock: only one orchestrating ``rollcli run`` per run folder.
+
+``<run>/.lock`` is held with ``fcntl.flock`` for the lifetime of the orchestrator and names its
+holder (pid, host, started, command). The kernel releases the lock when the holder dies, even by
+SIGKILL, so a stale lock is taken over without ceremony. On file systems without ``flock`` the
+holder's pid is checked instead (same host, still alive). The lock file is written in place,
+not by rename: the lock lives on its inode.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from rollcli.errors import LockHeldError
+from rollcli.store.state import now
+
+__all__ = ["LOCK_FILE", "RunLock", "lock_holder", "pid_alive"]
+
+LOCK_FILE = ".lock"
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _read_info(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text("utf-8") or "{}")
+    except (OSError, ValueError):
+        return {}
+
+
+def _held_by_live_pid(info: dict[str, Any]) -> bool:
+    pid = info.get("pid")
+    return bool(pid) and info.get("host") == socket.gethostname() and pid_alive(int(pid))
+
+
+def _held_message(run_dir: Path, info: dict[str, Any]) -> str:
+    who = f"pid {info.get('pid', '?')} on {info.get('host', '?')}"
+    since = f" since {info['started']}" if info.get("started") else ""
+    command = f" ({info['command']})" if info.get("command") else ""
+    return (
+        f"{run_dir} is in use by another rollcli run: {who}{since}{command}. Wait for it to "
+        f"finish, or stop it with: rollcli cancel {run_dir}"
+    )
+
+
+class RunLock:
+    """``with RunLock(run_dir): ...`` — raises :class:`LockHeldError` naming the holder."""
+
+    def __init__(self, run_dir: str | os.PathLike[str], command: str | None = None) -> None:
+        self.run_dir = Path(run_dir)
+        self.path = self.run_dir / LOCK_FILE
+        self.command = command or " ".join(sys.argv)
+        self._fd: int | None = None
+        self.took_over: dict[str, Any] | None = None
+
+    def acquire(self) -> RunLock:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as error:
+            if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                os.close(fd)
+                raise LockHeldError(_held_message(self.run_dir, _read_info(self.path))) from None
+            # no flock here (some network file systems): fall back to the recorded pid
+            info = _read_info(self.path)
+            if _held_by_live_pid(info) and int(info["pid"]) != os.getpid():
+                os.close(fd)
+                raise LockHeldError(_held_message(self.run_dir, info)) from None
+        previous = _read_info(self.path)
+        if previous.get("pid") and previous.get("pid") != os.getpid():
+            self.took_over = previous
+        info = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": now(),
+            "command": self.command,
+        }
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+        os.fsync(fd)
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        try:
+            os.ftruncate(self._fd, 0)
+        finally:
+            os.close(self._fd)  # closing drops the flock
+            self._fd = None
+
+    def __enter__(self) -> RunLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def lock_holder(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The live holder's info (pid, host, started, command), or None if nobody holds the lock."""
+    path = Path(run_dir) / LOCK_FILE
+    if not path.exists():
+        return None
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as error:
+            if error.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return _read_info(path) or {"pid": None}
+            info = _read_info(path)
+            return info if _held_by_live_pid(info) else None
+        return None
+    finally:
+        os.close(fd)

@@ -1,0 +1,45 @@
+"""The job rows behind ``rollcli status`` and the live view (limit for huge runs)."""
+
+from __future__ import annotations
+
+from rollcli.cli._jobs import JobRows
+from rollcli.store.atomic import append_jsonl
+from rollcli.store.layout import job_dir
+from rollcli.store.state import set_status
+
+
+def _manifest(n: int) -> dict:
+    jobs = [
+        {"id": f"j{i:03d}", "type": "train", "allocator": "a", "seed": i, "depends_on": []}
+        for i in range(n)
+    ]
+    return {"experiment": "x", "spec": {"budget": {"steps": 10}}, "plan": {"jobs": jobs}}
+
+
+def test_rows_show_progress_and_errors(tmp_path):
+    rows = JobRows(_manifest(2), tmp_path)
+    append_jsonl(
+        job_dir(tmp_path, "j000") / "metrics.jsonl",
+        [{"step": 0, "cum_rollouts": 0, "eval/accuracy": 0.25}, {"step": 3, "cum_rollouts": 192}],
+    )
+    set_status(job_dir(tmp_path, "j000"), "running")
+    set_status(job_dir(tmp_path, "j001"), "failed", error_tail="Traceback\nValueError: bad knob")
+    first, second = rows.rows()
+    assert (first["status"], first["step"], first["rollouts"], first["accuracy"]) == (
+        "running",
+        "3/10",
+        "192",
+        "0.250",
+    )
+    assert second["status"] == "failed" and second["note"] == "ValueError: bad knob"
+
+
+def test_live_rows_are_limited_running_first(tmp_path):
+    rows = JobRows(_manifest(100), tmp_path)
+    statuses = {f"j{i:03d}": "done" for i in range(100)}
+    statuses["j050"] = "running"
+    statuses["j099"] = "failed"
+    shown = rows.rows(statuses, limit=5)
+    assert len(shown) == 5
+    assert {"j050", "j099"} <= {r["id"] for r in shown}
+    assert rows.table(statuses, limit=5).caption == "100 jobs: 98 done, 1 failed, 1 running"
