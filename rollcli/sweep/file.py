@@ -1,0 +1,187 @@
+"""Sweep files: a base spec plus axes, read and checked with file:line errors.
+
+```yaml
+name: pc-thresholds                          # run folder name (default: the file's stem)
+base: ../experiments/sim-allocators.yaml     # a spec path (relative to this file) or a template
+overrides: [budget.steps=40]                 # applied to every point
+grid: {allocators.pc.p_lower: "0.0,0.125,0.25", allocators.pc.p_upper: "0.5,0.75,1.0"}
+zip: {allocators.pc.n_pilot: "2,4,8", allocators.pc.n_commit: "14,12,8"}
+sample: {method: sobol, count: 16, seed: 0, params: {allocators.vigor.alpha: "interval(0.25,1)"}}
+seeds: "range(0,5)"                          # the seeds every point runs (an axis of repeats)
+focus: [pc]                                  # allocators the ablation is about (default: all but the baseline)
+```
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rollcli.errors import SpecError
+from rollcli.sweep.axes import Axis, SampleAxes, SweepAxes, expand_points, format_value, parse_axis
+
+__all__ = ["SweepFile", "load_sweep_file"]
+
+KEYS = ("name", "base", "overrides", "grid", "zip", "sample", "seeds", "focus", "description")
+SAMPLE_KEYS = ("method", "count", "seed", "params")
+
+
+@dataclass(frozen=True)
+class SweepFile:
+    """A parsed sweep file: where the base spec is, what every point overrides, and the axes."""
+
+    path: Path
+    name: str
+    base: Path
+    overrides: tuple[str, ...]
+    axes: SweepAxes
+    seeds: tuple[int, ...] | None
+    focus: tuple[str, ...] | None
+
+    @property
+    def swept_keys(self) -> list[str]:
+        sample = self.axes.sample.axes if self.axes.sample else ()
+        return [a.key for a in (*self.axes.grid, *self.axes.zip, *sample)]
+
+    def common_overrides(self) -> tuple[str, ...]:
+        """Overrides every point shares: the file's, the command line's, and the seeds."""
+        head = list(self.overrides)
+        if self.seeds is not None:
+            head.append(f"seeds={format_value(list(self.seeds))}")
+        return tuple(head)
+
+    def points(self) -> list[tuple[tuple[str, Any], ...]]:
+        """Every point's own axis values as ``(key, value)`` pairs."""
+        return expand_points(self.axes)
+
+
+def _error(mark: Any, field: str, message: str) -> SpecError:
+    return SpecError(f"{mark}: {field}: {message}")
+
+
+def _axes(
+    section: Any, field: str, marks: Any, *, allow_interval: bool = False
+) -> tuple[Axis, ...]:
+    if section is None:
+        return ()
+    if not isinstance(section, dict):
+        raise _error(
+            marks.find((field,)), field, f"expected a mapping of key: values, found {section!r}"
+        )
+    axes = []
+    for key, text in section.items():
+        where = (*field.split("."), key)
+        try:
+            axes.append(parse_axis(str(key), text, allow_interval=allow_interval))
+        except ValueError as error:
+            raise _error(marks.find(where), f"{field}.{key}", str(error)) from None
+    return tuple(axes)
+
+
+def _resolve_base(base: Any, path: Path, marks: Any) -> Path:
+    if not isinstance(base, str) or not base:
+        raise _error(marks.find(("base",)), "base", f"expected a spec path, found {base!r}")
+    candidate = (path.parent / base).resolve()
+    if candidate.exists():
+        return candidate
+    from rollcli.spec.compose import template_names, templates_dir
+
+    template = templates_dir() / f"{base}.yaml"
+    if template.exists():
+        return template
+    hint = difflib.get_close_matches(base, template_names(), n=1)
+    suggestion = f" Did you mean template '{hint[0]}'?" if hint else ""
+    raise _error(marks.find(("base",)), "base", f"no spec at {candidate}.{suggestion}")
+
+
+def load_sweep_file(path: str | Path, extra_overrides: Sequence[str] = ()) -> SweepFile:
+    """Read a sweep file; ``extra_overrides`` (from the command line) apply to every point."""
+    from rollcli.spec.yamlio import load_yaml
+
+    path = Path(path)
+    if not path.exists():
+        raise SpecError(f"{path}: no such sweep file")
+    data, marks = load_yaml(path)
+    for key in data:
+        if key not in KEYS:
+            close = difflib.get_close_matches(str(key), KEYS, n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            raise _error(
+                marks.find((key,), key=True),
+                str(key),
+                f"unknown key.{hint} Valid: {', '.join(KEYS)}.",
+            )
+    if "base" not in data:
+        raise _error(f"{path}:1:1", "base", "missing: name the spec every point starts from")
+    base = _resolve_base(data["base"], path, marks)
+    overrides = data.get("overrides") or []
+    if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
+        raise _error(
+            marks.find(("overrides",)), "overrides", "expected a list of key=value strings"
+        )
+    grid = _axes(data.get("grid"), "grid", marks)
+    zipped = _axes(data.get("zip"), "zip", marks)
+    sample = None
+    if data.get("sample") is not None:
+        section = data["sample"]
+        if not isinstance(section, dict):
+            raise _error(marks.find(("sample",)), "sample", "expected a mapping")
+        for key in section:
+            if key not in SAMPLE_KEYS:
+                raise _error(
+                    marks.find(("sample", key), key=True),
+                    f"sample.{key}",
+                    f"unknown key. Valid: {', '.join(SAMPLE_KEYS)}.",
+                )
+        method = section.get("method", "sobol")
+        if method not in ("random", "sobol"):
+            raise _error(
+                marks.find(("sample", "method")),
+                "sample.method",
+                f"expected random or sobol, found {method!r}",
+            )
+        count = section.get("count")
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise _error(
+                marks.find(("sample", "count")),
+                "sample.count",
+                f"expected a positive int, found {count!r}",
+            )
+        seed = section.get("seed", 0)
+        params = _axes(section.get("params"), "sample.params", marks, allow_interval=True)
+        sample = SampleAxes(method, count, int(seed), params)
+    seeds = None
+    if data.get("seeds") is not None:
+        try:
+            axis = parse_axis("seeds", data["seeds"])
+        except ValueError as error:
+            raise _error(marks.find(("seeds",)), "seeds", str(error)) from None
+        if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in axis.values):
+            raise _error(
+                marks.find(("seeds",)),
+                "seeds",
+                f"expected non-negative ints, found {list(axis.values)}",
+            )
+        seeds = tuple(int(s) for s in axis.values)
+    focus = data.get("focus")
+    if focus is not None and (
+        not isinstance(focus, list) or not all(isinstance(f, str) for f in focus)
+    ):
+        raise _error(marks.find(("focus",)), "focus", "expected a list of allocator names")
+    axes = SweepAxes(grid, zipped, sample)
+    try:
+        expand_points(axes)
+    except ValueError as error:
+        raise _error(f"{path}:1:1", "axes", str(error)) from None
+    return SweepFile(
+        path=path,
+        name=str(data.get("name") or path.stem),
+        base=base,
+        overrides=(*overrides, *extra_overrides),
+        axes=axes,
+        seeds=seeds,
+        focus=tuple(focus) if focus else None,
+    )

@@ -1,0 +1,120 @@
+"""Sweep planning: every point's spec compiled into jobs, merged into one deduplicated plan.
+
+Each point is the base spec with the common overrides and the point's axis values applied and
+validated like any spec. Its train jobs are planned as usual; jobs are identified by the content
+hash of their resolved config, so a job that several points share (the baseline allocator when
+only another allocator's knobs are swept, or two points that resolve to the same config) is run
+once. The sweep's manifest records, per point, which job ids hold each allocator's seeds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rollcli.errors import SpecError
+from rollcli.sweep.axes import to_overrides
+from rollcli.sweep.file import SweepFile
+
+__all__ = ["SweepPoint", "SweepPlan", "plan_sweep"]
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One point: its axis values, its validated spec, and its train job ids per allocator."""
+
+    index: int
+    values: tuple[tuple[str, Any], ...]
+    spec: Any
+    jobs: dict[str, tuple[str, ...]]
+
+    @property
+    def overrides(self) -> tuple[str, ...]:
+        return to_overrides(self.values)
+
+    def to_manifest(self) -> dict[str, Any]:
+        target = self.spec.to_dict()["target"]
+        return {
+            "index": self.index,
+            "values": {key: value for key, value in self.values},
+            "overrides": list(self.overrides),
+            "target": target,
+            "jobs": {name: list(ids) for name, ids in self.jobs.items()},
+        }
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    sweep: SweepFile
+    points: tuple[SweepPoint, ...]
+    plan: Any  # rollcli.plan.Plan: the union of the points' jobs
+
+    @property
+    def spec(self) -> Any:
+        """The first point's spec: its launch, tracking and name stand for the sweep's."""
+        return self.points[0].spec
+
+    @property
+    def num_point_jobs(self) -> int:
+        """Jobs before deduplication (what running every point separately would cost)."""
+        return sum(len(ids) for p in self.points for ids in p.jobs.values())
+
+    def focus(self) -> list[str]:
+        """Allocators the ablation reports on: the file's ``focus``, else the non-baseline
+        allocators whose jobs change between points (all non-baseline ones if none do)."""
+        if self.sweep.focus:
+            return list(self.sweep.focus)
+        baseline = self.spec.to_dict()["target"]["baseline"]
+        others = [name for name in self.points[0].jobs if name != baseline]
+        swept = [n for n in others if len({p.jobs.get(n) for p in self.points}) > 1]
+        return swept or others
+
+    def to_manifest(self) -> dict[str, Any]:
+        return {
+            "name": self.sweep.name,
+            "file": str(self.sweep.path),
+            "base": str(self.sweep.base),
+            "common_overrides": list(self.sweep.common_overrides()),
+            "axes": self.sweep.swept_keys,
+            "grid_axes": [axis.key for axis in self.sweep.axes.grid],
+            "focus": self.focus(),
+            "points": [p.to_manifest() for p in self.points],
+            "num_jobs": len(self.plan),
+            "num_point_jobs": self.num_point_jobs,
+        }
+
+
+def plan_sweep(sweep: SweepFile) -> SweepPlan:
+    """Validate every point and merge their train (and eval) jobs into one plan."""
+    from rollcli.plan import Plan, build_plan
+    from rollcli.spec import load_spec
+
+    common = (*sweep.common_overrides(), f"name={sweep.name}")
+    points: list[SweepPoint] = []
+    jobs: dict[str, Any] = {}
+    for index, values in enumerate(sweep.points()):
+        try:
+            spec = load_spec(sweep.base, (*common, *to_overrides(values)))
+        except SpecError as error:
+            where = ", ".join(to_overrides(values)) or "(no axis values)"
+            raise SpecError(f"{sweep.path}: point {index} [{where}]: {error}") from None
+        by_allocator: dict[str, list[str]] = {}
+        for job in build_plan(spec):
+            if job.type == "report":
+                continue
+            jobs.setdefault(job.id, job)
+            if job.type == "train":
+                by_allocator.setdefault(job.allocator, []).append(job.id)
+        points.append(
+            SweepPoint(index, values, spec, {k: tuple(v) for k, v in by_allocator.items()})
+        )
+    if not points:
+        raise SpecError(f"{sweep.path}: the sweep has no points")
+    focus = sweep.focus or ()
+    names = set(points[0].jobs)
+    for name in focus:
+        if name not in names:
+            raise SpecError(
+                f"{sweep.path}: focus: '{name}' is not an allocator of the base spec ({', '.join(sorted(names))})"
+            )
+    return SweepPlan(sweep, tuple(points), Plan(sweep.name, tuple(jobs.values())))

@@ -1,0 +1,129 @@
+"""Ablation plots: speedup against each swept axis, and a heatmap over two grid axes."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+__all__ = ["write_ablation_plots"]
+
+
+def _save(fig: Any, out_dir: Path, stem: str) -> list[Path]:
+    import io
+
+    from rollcli.store.atomic import atomic_write_bytes
+
+    paths = []
+    for ext in ("png", "svg"):
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format=ext, dpi=120, bbox_inches="tight")
+        path = out_dir / f"{stem}.{ext}"
+        atomic_write_bytes(path, buffer.getvalue())
+        paths.append(path)
+    return paths
+
+
+def _numeric(values: list[Any]) -> bool:
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+
+def _slug(key: str) -> str:
+    return key.replace(".", "_").replace("/", "_")
+
+
+def write_ablation_plots(ablation: Any, out_dir: str | Path) -> list[Path]:
+    """One speedup-vs-axis plot per axis (error bars = CI); a heatmap for two grid axes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files: list[Path] = []
+    for axis in ablation.axes:
+        fig, ax = plt.subplots(figsize=(5.5, 3.6))
+        for allocator in ablation.focus:
+            points = [r for r in ablation.results if r.allocator == allocator and axis in r.values]
+            if not points:
+                continue
+            xs = [r.values[axis] for r in points]
+            if not _numeric(xs):
+                labels = sorted({str(x) for x in xs})
+                xs = [labels.index(str(x)) for x in xs]
+                ax.set_xticks(range(len(labels)), labels)
+            ys = [r.speedup.value for r in points]
+            low = [y - r.ci[0] if r.ci else 0.0 for y, r in zip(ys, points, strict=True)]
+            high = [r.ci[1] - y if r.ci else 0.0 for y, r in zip(ys, points, strict=True)]
+            exact = [r.speedup.kind == "exact" for r in points]
+            ax.errorbar(
+                [x for x, e in zip(xs, exact, strict=True) if e],
+                [y for y, e in zip(ys, exact, strict=True) if e],
+                yerr=[
+                    [v for v, e in zip(low, exact, strict=True) if e],
+                    [v for v, e in zip(high, exact, strict=True) if e],
+                ],
+                fmt="o",
+                capsize=3,
+                label=allocator,
+            )
+            bounds = [
+                (x, y) for x, y, e in zip(xs, ys, exact, strict=True) if not e and math.isfinite(y)
+            ]
+            if bounds:
+                ax.scatter(
+                    *zip(*bounds, strict=True),
+                    marker="v",
+                    facecolors="none",
+                    edgecolors="gray",
+                    label=f"{allocator} (bound)",
+                )
+        ax.axhline(1.0, color="black", lw=0.8, ls="--")
+        ax.set_xlabel(axis)
+        ax.set_ylabel("speedup vs baseline (rollouts)")
+        ax.set_title(f"{ablation.name}: speedup vs {axis}")
+        ax.legend(fontsize=8)
+        files += _save(fig, out_dir, f"ablation_{_slug(axis)}")
+        plt.close(fig)
+    if len(ablation.grid_axes) >= 2:
+        files += _heatmaps(ablation, out_dir, plt)
+    return files
+
+
+def _heatmaps(ablation: Any, out_dir: Path, plt: Any) -> list[Path]:
+    x_axis, y_axis = ablation.grid_axes[:2]
+    files: list[Path] = []
+    for allocator in ablation.focus:
+        cells: dict[tuple[Any, Any], list[float]] = defaultdict(list)
+        for r in ablation.results:
+            if r.allocator == allocator and math.isfinite(r.speedup.value):
+                cells[(r.values[x_axis], r.values[y_axis])].append(r.speedup.value)
+        if not cells:
+            continue
+        xs = sorted(
+            {k[0] for k in cells}, key=str if not _numeric([k[0] for k in cells]) else float
+        )
+        ys = sorted(
+            {k[1] for k in cells}, key=str if not _numeric([k[1] for k in cells]) else float
+        )
+        grid = [
+            [(sum(cells[(x, y)]) / len(cells[(x, y)])) if (x, y) in cells else math.nan for x in xs]
+            for y in ys
+        ]
+        fig, ax = plt.subplots(figsize=(5.5, 4.2))
+        image = ax.imshow(grid, origin="lower", cmap="RdYlGn", aspect="auto")
+        ax.set_xticks(range(len(xs)), [f"{x:g}" if isinstance(x, float) else str(x) for x in xs])
+        ax.set_yticks(range(len(ys)), [f"{y:g}" if isinstance(y, float) else str(y) for y in ys])
+        for i, row in enumerate(grid):
+            for j, value in enumerate(row):
+                if math.isfinite(value):
+                    ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8)
+        ax.set_xlabel(x_axis)
+        ax.set_ylabel(y_axis)
+        ax.set_title(f"{allocator}: speedup vs baseline (mean over other axes)")
+        fig.colorbar(image, ax=ax)
+        files += _save(fig, out_dir, f"ablation_heatmap_{allocator}")
+        plt.close(fig)
+    return files
