@@ -1,0 +1,30 @@
+"""The sim backend passes the backend contract suite (default and multi-skill configs)."""
+
+from __future__ import annotations
+
+from rollcli.backends.api import BaseBackend
+from rollcli.backends.sim import create_sim_backend
+from rollcli.testing.backend_contract import BackendContract
+
+
+class TestSimBackendContract(BackendContract):
+    num_rollouts = 6
+
+    def make_backend(self, seed: int) -> BaseBackend:
+        return create_sim_backend(
+            {"kind": "sim", "num_train_prompts": 64, "num_eval_prompts": 32}, seed=seed
+        )
+
+
+class TestSimMultiSkillSampledEvalContract(BackendContract):
+    def make_backend(self, seed: int) -> BaseBackend:
+        config = {
+            "kind": "sim",
+            "num_train_prompts": 40,
+            "num_eval_prompts": 16,
+            "num_skills": 3,
+            "optimizer": "sgd",
+            "eval_samples": 4,
+            "difficulty_dist": "beta",
+        }
+        return create_sim_backend(config, seed=seed)

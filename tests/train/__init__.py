@@ -1,0 +1,1 @@
+"""Tests of the generic train loop (rollcli.train)."""

@@ -1,0 +1,102 @@
+"""Resume is bit-exact: a stopped, crashed or restarted job writes the rows of an uninterrupted one."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from rollcli.store.atomic import read_jsonl
+from rollcli.train import run_train_job
+
+from .train_jobs import ALL_KINDS, write_job
+
+
+def comparable(rows: list[dict]) -> list[dict]:
+    """Rows without the keys allowed to differ between a resumed and an uninterrupted run."""
+    return [
+        {k: v for k, v in r.items() if k != "wall_s" and not k.startswith("time/")} for r in rows
+    ]
+
+
+def straight_rows(tmp_path: Path, kind: str, **job: object) -> list[dict]:
+    path = write_job(tmp_path / f"{kind}-straight", kind, **job)  # type: ignore[arg-type]
+    run_train_job(path)
+    return read_jsonl(path / "metrics.jsonl")
+
+
+def stop_after(step: int) -> tuple[threading.Event, object]:
+    stop = threading.Event()
+
+    def callback(row: dict) -> None:
+        if row["step"] == step:
+            stop.set()
+
+    return stop, callback
+
+
+class Crash(RuntimeError):
+    pass
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+@pytest.mark.parametrize("every", [1, 3])
+def test_stop_and_resume_is_bit_exact(tmp_path: Path, kind: str, every: int) -> None:
+    expected = straight_rows(tmp_path, kind, steps=10, every=every)
+    job = write_job(tmp_path / f"{kind}-resumed", kind, steps=10, every=every)
+    stop, callback = stop_after(4)
+    run_train_job(job, stop=stop, callbacks=[callback])
+    assert len(read_jsonl(job / "metrics.jsonl")) == 5
+    run_train_job(job)
+    resumed = read_jsonl(job / "metrics.jsonl")
+    assert comparable(resumed) == comparable(expected)
+    assert resumed[-1]["wall_s"] > 0
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+def test_crash_drops_rows_after_the_checkpoint(tmp_path: Path, kind: str) -> None:
+    expected = straight_rows(tmp_path, kind, steps=9, every=3)
+    job = write_job(tmp_path / f"{kind}-crashed", kind, steps=9, every=3)
+
+    def crash_at_five(row: dict) -> None:
+        if row["step"] == 5:
+            raise Crash("killed")
+
+    with pytest.raises(Crash):
+        run_train_job(job, callbacks=[crash_at_five])
+    # rows 4 and 5 were written after the step-3 checkpoint; a torn line follows them
+    assert [r["step"] for r in read_jsonl(job / "metrics.jsonl")] == [0, 1, 2, 3, 4, 5]
+    with open(job / "metrics.jsonl", "ab") as f:
+        f.write(b'{"step": 6, "cum_roll')
+    resumed_steps: list[int] = []
+    run_train_job(job, callbacks=[lambda row: resumed_steps.append(row["step"])])
+    assert resumed_steps == [4, 5, 6, 7, 8, 9]
+    assert comparable(read_jsonl(job / "metrics.jsonl")) == comparable(expected)
+
+
+def test_crash_before_the_first_checkpoint_starts_over(tmp_path: Path) -> None:
+    expected = straight_rows(tmp_path, "uniform", steps=5, every=4)
+    job = write_job(tmp_path / "early", steps=5, every=4)
+
+    def crash_at_two(row: dict) -> None:
+        if row["step"] == 2:
+            raise Crash("killed")
+
+    with pytest.raises(Crash):
+        run_train_job(job, callbacks=[crash_at_two])
+    run_train_job(job)
+    assert comparable(read_jsonl(job / "metrics.jsonl")) == comparable(expected)
+
+
+def test_resume_in_a_fresh_process_is_bit_exact(tmp_path: Path) -> None:
+    kind = "pilot_commit" if "pilot_commit" in ALL_KINDS else "uniform"
+    expected = straight_rows(tmp_path, kind, steps=10, every=2)
+    job = write_job(tmp_path / "fresh", kind, steps=10, every=2)
+    stop, callback = stop_after(4)
+    run_train_job(job, stop=stop, callbacks=[callback])
+    code = "import sys; from rollcli.train import run_train_job; run_train_job(sys.argv[1])"
+    subprocess.run([sys.executable, "-c", code, str(job)], check=True, timeout=120)
+    assert comparable(read_jsonl(job / "metrics.jsonl")) == comparable(expected)
