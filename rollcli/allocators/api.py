@@ -146,15 +146,24 @@ class BudgetLedger:
         self.step_groups = self.step_zero_variance_groups = 0
 
     def record(self, outcomes: Iterable[Outcome]) -> None:
-        for outcome in outcomes:
-            self.num_rollouts += outcome.num_rollouts
-            self.step_rollouts += outcome.num_rollouts
-            tokens = int(np.sum(outcome.num_tokens))
-            self.num_tokens += tokens
-            self.step_tokens += tokens
-            self.step_groups += 1
-            if outcome.num_rollouts > 1 and np.ptp(outcome.rewards) == 0:
-                self.step_zero_variance_groups += 1
+        outcomes = [o for o in outcomes if o.num_rollouts]
+        if not outcomes:
+            return
+        # one vectorised pass over all groups: a step can hold tens of thousands of prompts
+        sizes = np.fromiter((o.num_rollouts for o in outcomes), dtype=np.int64, count=len(outcomes))
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        rewards = np.concatenate([o.rewards for o in outcomes]).astype(float, copy=False)
+        tokens = int(np.concatenate([o.num_tokens for o in outcomes]).sum())
+        flat = (np.maximum.reduceat(rewards, starts) == np.minimum.reduceat(rewards, starts)) & (
+            sizes > 1
+        )
+        rollouts = int(sizes.sum())
+        self.num_rollouts += rollouts
+        self.step_rollouts += rollouts
+        self.num_tokens += tokens
+        self.step_tokens += tokens
+        self.step_groups += len(outcomes)
+        self.step_zero_variance_groups += int(flat.sum())
 
     def state_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
