@@ -1,0 +1,111 @@
+"""The Ray bootstrap of multi-node verl jobs: pure planning (hostnames, ranks, ports, commands)
+and a real two-task run on the local Slurm cluster (head and worker on one machine, distinct
+ports, fake GPUs declared to Ray) that checks every node joined and ran a task."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rollcli.launch.ray_bootstrap import (
+    head_command,
+    node_ports,
+    plan_from_env,
+    slurm_hostnames,
+    worker_command,
+)
+
+ENV3 = {
+    "SLURM_JOB_NODELIST": "gpu[01-02],cpu7",
+    "SLURM_JOB_NUM_NODES": "3",
+    "SLURM_NTASKS": "3",
+    "SLURM_JOB_ID": "4242",
+    "SLURM_CPUS_PER_TASK": "64",
+    "ROLLCLI_RAY_PORT": "30000",
+}
+
+
+def test_hostnames_are_one_per_node():
+    assert slurm_hostnames("gpu[01-03],cpu7") == ["gpu01", "gpu02", "gpu03", "cpu7"]
+    assert slurm_hostnames("node-a,node-b") == ["node-a", "node-b"]
+    with pytest.raises(ValueError):
+        slurm_hostnames("")
+
+
+def test_three_nodes_give_a_head_and_two_workers():
+    # verl's example quotes its array ("$nodes") and so starts no worker at all
+    plans = [plan_from_env({**ENV3, "SLURM_NODEID": str(r)}, gpus_per_node=8) for r in range(3)]
+    assert [p.is_head for p in plans] == [True, False, False]
+    assert [p.host for p in plans] == ["gpu01", "gpu02", "cpu7"]
+    assert {p.head_host for p in plans} == {"gpu01"}
+    assert all(p.num_nodes == 3 and p.num_cpus == 64 and p.base_port == 30000 for p in plans)
+
+
+def test_ports_are_distinct_across_ranks_on_one_machine():
+    seen: set[int] = set()
+    for rank in range(8):
+        plan = plan_from_env({**ENV3, "SLURM_NODEID": "0"}, gpus_per_node=8)
+        plan = type(plan)(**{**plan.__dict__, "rank": rank})
+        ports = node_ports(plan)
+        listening = [v for k, v in ports.items() if not k.endswith("worker-port")]
+        lo, hi = ports["min-worker-port"], ports["max-worker-port"]
+        assert plan.base_port not in listening
+        mine = set(listening) | set(range(lo, hi + 1))
+        assert not (mine & seen), f"rank {rank} reuses a port"
+        seen |= mine
+
+
+def test_head_and_worker_commands():
+    head = plan_from_env({**ENV3, "SLURM_NODEID": "0"}, gpus_per_node=8)
+    cmd = head_command(head, "10.0.0.1")
+    assert cmd[:3] == ["ray", "start", "--head"] and "--port=30000" in cmd
+    assert "--num-gpus=8" in cmd and "--num-cpus=64" in cmd and "--block" in cmd
+    worker = plan_from_env({**ENV3, "SLURM_NODEID": "2"}, gpus_per_node=8)
+    cmd = worker_command(worker, "10.0.0.3", "10.0.0.1")
+    assert "--address=10.0.0.1:30000" in cmd and "--node-ip-address=10.0.0.3" in cmd
+    assert "--head" not in cmd
+
+
+def test_inconsistent_environment_is_an_error():
+    with pytest.raises(ValueError, match="names 3 hosts"):
+        plan_from_env({**ENV3, "SLURM_JOB_NUM_NODES": "2"}, gpus_per_node=0)
+
+
+def _cluster_answers() -> bool:
+    try:
+        proc = subprocess.run(["sinfo", "-h"], capture_output=True, timeout=5, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+@pytest.mark.skipif(not _cluster_answers(), reason="no Slurm cluster answers `sinfo`")
+def test_two_slurm_tasks_form_one_ray_cluster(tmp_path: Path):
+    pytest.importorskip("ray")
+    job_dir = tmp_path / "ray job 'x'"
+    job_dir.mkdir()
+    env = {
+        **os.environ,
+        "ROLLCLI_RAY_PORT": str(random.randrange(30000, 40000, 100)),
+        "ROLLCLI_RAY_OBJECT_STORE_BYTES": str(80 * 1024 * 1024),
+    }
+    cmd = ["srun", "-n", "2", "-c", "1", "-t", "5", "--quit-on-interrupt"]
+    cmd += [sys.executable, "-m", "rollcli.launch.ray_bootstrap", str(job_dir), "--probe"]
+    cmd += ["--gpus-per-node", "1", "--join-timeout", "120"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    probe = json.loads((job_dir / "ray" / "probe.json").read_text())
+    ports = sorted(n["port"] for n in probe["nodes"])
+    assert len(ports) == 2 and ports[0] != ports[1]  # head and worker: two raylets
+    assert sum(n["gpus"] for n in probe["nodes"]) == 2  # every declared GPU joined
+    assert probe["ran_on"] == sorted(n["node_id"] for n in probe["nodes"])  # a task on each
+    assert list((job_dir / "ray").glob("done-*")), "the head did not mark the end for workers"
+    assert oct((job_dir / "ray" / "auth_token").stat().st_mode & 0o777) == "0o600"
