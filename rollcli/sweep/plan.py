@@ -84,17 +84,45 @@ class SweepPlan:
         }
 
 
+class _PointLoader:
+    """Loads point specs fast: the base file is composed and overridden once, then each point
+    applies only its own overrides to a copy (the same steps as ``load_spec``)."""
+
+    def __init__(self, base: Any, common: tuple[str, ...]) -> None:
+        from rollcli.spec.compose import apply_overrides, compose_file
+
+        data, marks = compose_file(base)
+        self.data = apply_overrides(data, marks, list(common))
+        self.marks = marks
+
+    def load(self, overrides: tuple[str, ...]) -> Any:
+        import copy
+
+        from rollcli.spec.compose import apply_overrides, expand_presets, resolve_interpolations
+        from rollcli.spec.validate import validate_spec
+        from rollcli.spec.yamlio import Marks
+
+        marks = Marks()
+        marks.update(self.marks)
+        data = apply_overrides(copy.deepcopy(self.data), marks, list(overrides))
+        data = expand_presets(resolve_interpolations(data, marks), marks)
+        return validate_spec(data, marks)
+
+
 def plan_sweep(sweep: SweepFile) -> SweepPlan:
     """Validate every point and merge their train (and eval) jobs into one plan."""
     from rollcli.plan import Plan, build_plan
-    from rollcli.spec import load_spec
 
     common = (*sweep.common_overrides(), f"name={sweep.name}")
+    try:
+        loader = _PointLoader(sweep.base, common)
+    except SpecError as error:
+        raise SpecError(f"{sweep.path}: base spec with the common overrides: {error}") from None
     points: list[SweepPoint] = []
     jobs: dict[str, Any] = {}
     for index, values in enumerate(sweep.points()):
         try:
-            spec = load_spec(sweep.base, (*common, *to_overrides(values)))
+            spec = loader.load(to_overrides(values))
         except SpecError as error:
             where = ", ".join(to_overrides(values)) or "(no axis values)"
             raise SpecError(f"{sweep.path}: point {index} [{where}]: {error}") from None

@@ -74,7 +74,7 @@ def analyze_sweep(run_dir: str | Path, *, num_resamples: int = 500) -> Ablation:
     full = load_run(run_dir)
     by_id = {job.job_id: job for job in full.jobs}
     results: list[PointResult] = []
-    warnings: list[str] = []
+    warnings: dict[str, list[int]] = {}
     for point in sweep["points"]:
         names = list(point["jobs"])
         jobs = [by_id[i] for ids in point["jobs"].values() for i in ids if i in by_id]
@@ -91,7 +91,8 @@ def analyze_sweep(run_dir: str | Path, *, num_resamples: int = 500) -> Ablation:
             budget_steps=full.budget_steps,
         )
         analysis = analyze_run(run, num_resamples=num_resamples)
-        warnings += [f"point {point['index']}: {w}" for w in analysis.warnings]
+        for warning in analysis.warnings:
+            warnings.setdefault(warning, []).append(int(point["index"]))
         baseline = analysis.get(target.baseline)
         for name in sweep["focus"]:
             if name not in names:
