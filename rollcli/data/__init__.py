@@ -1,0 +1,1 @@
+"""Data files shipped with rollcli (benchmarks, a training set); see PROVENANCE.md."""

@@ -1,0 +1,1 @@
+"""Math benchmark files (JSONL) shipped with rollcli; loaded by rollcli.eval.benchmarks."""

@@ -1,0 +1,1 @@
+"""Training data shipped with rollcli (DeepScaleR MATH train split); see ../PROVENANCE.md."""
