@@ -1,0 +1,299 @@
+"""The tiny backend: generate rollouts, GRPO-update and evaluate a small transformer on CPU.
+
+It implements :class:`rollcli.backends.api.BaseBackend`. Rollouts live in an in-memory store
+keyed by int refs (a counter in the state); ``update`` recomputes the old log-probabilities
+with the current policy (as verl does, so stale Pilot-Commit pilots get no importance
+correction), then runs ``ppo_epochs`` full-batch Adam steps of the clipped token-mean loss.
+Rows whose advantage is 0 are left out of the forward pass but their tokens stay in the
+token-mean denominator, which leaves loss and gradient unchanged (only when ``kl_coef`` is 0;
+with a KL term every row is forwarded).
+
+Determinism: torch runs single-threaded here (``num_threads``), sampling uses a generator
+seeded from the run seed and saved in the state, evaluation uses its own generator, re-seeded
+identically for every evaluation (common random numbers), so evaluating never perturbs training. ``state_dict`` holds weights,
+Adam state, generator state, the ref counter and the stored rollouts: a resumed run is
+bit-exact on the same machine, torch version and thread count (see docs/tiny.md).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from rollcli.allocators.api import Ask, Group, Outcome
+from rollcli.backends.api import BaseBackend
+from rollcli.backends.tiny.base import create_model, load_or_build_base, read_base_info
+from rollcli.backends.tiny.config import TinyConfig
+from rollcli.backends.tiny.grpo import group_advantages, policy_loss
+from rollcli.backends.tiny.model import pad_batch, response_logprobs, sample
+from rollcli.backends.tiny.tasks import (
+    grade,
+    make_eval_set,
+    make_train_pool,
+    max_answer_len,
+)
+
+__all__ = ["TinyBackend", "config_from_mapping"]
+
+log = logging.getLogger("rollcli.backends.tiny")
+
+
+def config_from_mapping(mapping: Mapping[str, Any]) -> TinyConfig:
+    """A :class:`TinyConfig` from a spec section; unknown keys raise ``ValueError`` naming them."""
+    values = dict(mapping)
+    kind = values.pop("kind", "tiny")
+    if kind != "tiny":
+        raise ValueError(f"the tiny backend got a config of kind '{kind}'")
+    names = {f.name for f in dataclasses.fields(TinyConfig)}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise ValueError(
+            f"tiny backend: unknown knob(s) {', '.join(unknown)}; valid: {', '.join(sorted(names))}"
+        )
+    if "adam_betas" in values:
+        values["adam_betas"] = tuple(values["adam_betas"])
+    if "task_mix" in values:
+        values["task_mix"] = dict(values["task_mix"])
+    return TinyConfig(**values)
+
+
+class TinyBackend(BaseBackend):
+    """A small GPT with a finite pool of character-task prompts and a held-out set."""
+
+    kind = "tiny"
+
+    def __init__(self, config: TinyConfig, *, seed: int, job_dir: Path | None = None) -> None:
+        self.config = config
+        self.seed = int(seed)
+        self.job_dir = job_dir
+        torch.set_num_threads(config.num_threads)
+        self.pool = make_train_pool(
+            config.task_mix,
+            config.max_level,
+            config.num_train_prompts,
+            config.task_seed,
+            config.tasks,
+        )
+        self.eval_set = make_eval_set(
+            config.tasks,
+            config.max_level,
+            config.eval_prompts_per_level,
+            config.task_seed,
+            self.pool,
+        )
+        self.max_new_tokens = max_answer_len(config.max_level)
+        base = load_or_build_base(config)
+        self.model = create_model(config)
+        self.model.load_state_dict(base)
+        self.reference = None
+        if config.kl_coef > 0:
+            self.reference = create_model(config)
+            self.reference.load_state_dict(base)
+            self.reference.requires_grad_(False)
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(), lr=config.lr, betas=tuple(config.adam_betas)
+        )
+        self.generator = torch.Generator().manual_seed(_mix(self.seed, 0x5A3F))
+        self._version = 0
+        self._next_ref = 0
+        self._store: dict[int, tuple[int, tuple[int, ...]]] = {}
+        self.base_info = read_base_info(config) or {}
+        probe = self.base_info.get("probe")
+        if probe:
+            log.info(
+                "tiny base model: sampled accuracy %.3f, zero-variance share of 8-rollout groups "
+                "%.2f (all right %.2f, all wrong %.2f)",
+                probe["accuracy"],
+                probe["zero_var_frac"],
+                probe["all_right_frac"],
+                probe["all_wrong_frac"],
+            )
+
+    # -- protocol -----------------------------------------------------------------------------
+    @property
+    def num_prompts(self) -> int:
+        return len(self.pool)
+
+    @property
+    def policy_version(self) -> int:
+        return self._version
+
+    def generate(self, ask: Ask) -> list[Outcome]:
+        prompts: list[tuple[int, ...]] = []
+        for item in ask.items:
+            if not 0 <= item.prompt_id < len(self.pool):
+                raise ValueError(
+                    f"prompt id {item.prompt_id} is outside the pool of {len(self.pool)}"
+                )
+            prompts.extend([self.pool.prompts[item.prompt_id]] * item.num_rollouts)
+        responses = sample(
+            self.model,
+            prompts,
+            max_new_tokens=self.max_new_tokens,
+            temperature=self.config.temperature,
+            generator=self.generator,
+        )
+        outcomes, cursor = [], 0
+        for item in ask.items:
+            answer = self.pool.answers[item.prompt_id]
+            chunk = responses[cursor : cursor + item.num_rollouts]
+            cursor += item.num_rollouts
+            refs = tuple(range(self._next_ref, self._next_ref + len(chunk)))
+            self._next_ref += len(chunk)
+            for ref, response in zip(refs, chunk, strict=True):
+                self._store[ref] = (item.prompt_id, response)
+            outcomes.append(
+                Outcome(
+                    prompt_id=item.prompt_id,
+                    phase=item.phase,
+                    rewards=np.asarray([grade(r, answer) for r in chunk], dtype=np.float64),
+                    num_tokens=np.asarray([len(r) for r in chunk], dtype=np.int64),
+                    policy_version=self._version,
+                    refs=refs,
+                )
+            )
+        return outcomes
+
+    def update(self, groups: list[Group]) -> dict[str, float]:
+        cfg = self.config
+        advantages = group_advantages([g.rewards for g in groups], std_normalize=cfg.std_normalize)
+        prompts, responses, adv_rows = [], [], []
+        num_tokens = 0
+        for group, adv in zip(groups, advantages, strict=True):
+            for ref, a in zip(group.refs, adv, strict=True):
+                if ref not in self._store:
+                    raise KeyError(
+                        f"rollout ref {ref} is not stored (freed by retain() or never generated)"
+                    )
+                prompt_id, response = self._store[ref]
+                num_tokens += len(response)
+                if a != 0.0 or cfg.kl_coef > 0:
+                    prompts.append(self.pool.prompts[prompt_id])
+                    responses.append(response)
+                    adv_rows.append(float(a))
+        self._version += 1
+        metrics: dict[str, float] = {
+            "num_rollouts": float(sum(g.size for g in groups)),
+            "num_tokens": float(num_tokens),
+            "rows_forwarded": float(len(adv_rows)),
+        }
+        if not adv_rows or num_tokens == 0:  # nothing to learn: no Adam step (same row keys)
+            idle = {"pg_loss": 0.0, "clip_frac": 0.0, "ratio_mean": 1.0, "loss": 0.0}
+            if cfg.kl_coef > 0:
+                idle["kl"] = 0.0
+            return {**metrics, **idle, "grad_norm": 0.0, "adv_abs_mean": 0.0, "skipped": 1.0}
+        inputs, targets, mask = pad_batch(prompts, responses)
+        adv_t = torch.tensor(adv_rows, dtype=torch.float32)
+        self.model.train()
+        with torch.no_grad():
+            old_logp = response_logprobs(self.model, inputs, targets, cfg.temperature)
+            ref_logp = None
+            if self.reference is not None:
+                ref_logp = response_logprobs(self.reference, inputs, targets, cfg.temperature)
+        sums: dict[str, float] = {}
+        for _ in range(cfg.ppo_epochs):
+            logp = response_logprobs(self.model, inputs, targets, cfg.temperature)
+            loss, parts = policy_loss(
+                logp,
+                old_logp,
+                adv_t,
+                mask,
+                clip_eps=cfg.clip_eps,
+                num_tokens=float(num_tokens),
+                ref_logp=ref_logp,
+                kl_coef=cfg.kl_coef,
+            )
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+            self.optimizer.step()
+            parts["loss"] = float(loss.detach())
+            parts["grad_norm"] = float(grad_norm)
+            for key, value in parts.items():
+                sums[key] = sums.get(key, 0.0) + value / cfg.ppo_epochs
+        metrics["adv_abs_mean"] = float(np.mean(np.abs(adv_rows)))
+        return {**metrics, **sums, "skipped": 0.0}
+
+    def evaluate(self) -> dict[str, float]:
+        """Greedy accuracy, mean@k sampled accuracy, and per level / per task for the headline."""
+        cfg = self.config
+        ev = self.eval_set
+        # Common random numbers: every evaluation of every run draws the same uniforms, so a
+        # change in score reflects the policy, not the draw (see docs/tiny.md, Evaluation).
+        gen = torch.Generator().manual_seed(_mix(cfg.task_seed, 0xE7A1))
+        greedy = sample(
+            self.model,
+            ev.prompts,
+            max_new_tokens=self.max_new_tokens,
+            temperature=1.0,
+            generator=gen,
+            greedy=True,
+        )
+        greedy_ok = np.asarray([grade(r, a) for r, a in zip(greedy, ev.answers, strict=True)])
+        out: dict[str, float] = {"greedy": float(greedy_ok.mean())}
+        per_prompt = greedy_ok
+        if cfg.eval_mode == "sampled":
+            k = cfg.eval_samples
+            temperature = cfg.eval_temperature or cfg.temperature
+            prompts = [p for p in ev.prompts for _ in range(k)]
+            sampled = sample(
+                self.model,
+                prompts,
+                max_new_tokens=self.max_new_tokens,
+                temperature=temperature,
+                generator=gen,
+            )
+            answers = [a for a in ev.answers for _ in range(k)]
+            ok = np.asarray([grade(r, a) for r, a in zip(sampled, answers, strict=True)])
+            per_prompt = ok.reshape(-1, k).mean(axis=1)
+            out[f"mean@{k}"] = float(per_prompt.mean())
+        out["accuracy"] = float(per_prompt.mean())
+        for level in range(1, cfg.max_level + 1):
+            out[f"level{level}"] = float(per_prompt[ev.levels == level].mean())
+        tasks = np.asarray(ev.tasks)
+        for task in cfg.tasks:
+            out[f"task_{task}"] = float(per_prompt[tasks == task].mean())
+        return out
+
+    def retain(self, refs: Iterable[Any]) -> None:
+        keep = {int(r) for r in refs}
+        self._store = {r: v for r, v in self._store.items() if r in keep}
+
+    # -- state ------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "seed": self.seed,
+            "policy_version": self._version,
+            "next_ref": self._next_ref,
+            "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
+            "optimizer": copy.deepcopy(self.optimizer.state_dict()),
+            "generator": self.generator.get_state().clone(),
+            "store": [[r, p, list(t)] for r, (p, t) in sorted(self._store.items())],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if state.get("kind") != self.kind:
+            raise ValueError(f"checkpoint is of backend '{state.get('kind')}', not 'tiny'")
+        self.seed = int(state["seed"])
+        self._version = int(state["policy_version"])
+        self._next_ref = int(state["next_ref"])
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
+        self.generator.set_state(torch.as_tensor(state["generator"], dtype=torch.uint8).clone())
+        self._store = {int(r): (int(p), tuple(int(x) for x in t)) for r, p, t in state["store"]}
+
+    def close(self) -> None:
+        self._store.clear()
+
+
+def _mix(*values: int) -> int:
+    """A 63-bit seed from several ints (numpy's SeedSequence), for torch generators."""
+    return int(np.random.SeedSequence(list(values)).generate_state(2, np.uint64)[0] >> np.uint64(1))
