@@ -27,7 +27,7 @@ app = typer.Typer(
 )
 
 # Each module defines ``register(app: typer.Typer) -> None``.
-COMMAND_MODULES: list[str] = []
+COMMAND_MODULES: list[str] = ["run", "plan", "spec", "runs", "report", "eval", "sweep", "data"]
 
 
 def _version(value: bool) -> None:

@@ -1,0 +1,155 @@
+"""The verl backend's knobs: a frozen stdlib dataclass the spec embeds (no verl or torch import).
+
+``VerlConfig`` is the ``backend:`` section of a spec whose ``kind`` is ``verl``. Everything the
+allocator and the budget decide (batch sizes, rollouts per prompt) is *not* here: it comes from the
+allocator and ``budget`` sections, and :mod:`rollcli.backends.verl.overrides` compiles all of them
+into verl Hydra overrides. What verl has and this record does not name goes into
+``verl_overrides`` (a free-form ``{dotted.key: value}`` mapping applied last).
+
+Defaults follow the Pilot-Commit 1.5B setting where it is published (REFERENCE.md §2) and verl's
+GRPO example otherwise (lr 1e-6, no KL, token-mean loss, clip 0.2/0.28).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+__all__ = ["VerlConfig", "TINY_MODEL"]
+
+# ``model: tiny`` builds a 2-layer Qwen2 model and a tokenizer trained on the fly (CPU tests, CI).
+TINY_MODEL = "tiny"
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerlConfig:
+    """verl backend: model, data, lengths, optimisation, rollout engine, cluster shape, cadence.
+
+    ``device: cpu`` runs verl's trainer on CPU through :mod:`rollcli.backends.verl.cpu_support`
+    (transformers rollouts, gloo); ``cuda`` is the real thing (vLLM rollouts, FSDP).
+    ``reward`` is ``math`` (rollcli's math grader), ``verl`` (verl's ``default_compute_score`` by
+    the row's ``data_source``, falling back to ``math`` when verl has none) or
+    ``package.module:function`` called as ``fn(response: str, answer: str) -> float``.
+    ``rollout_engine`` defaults to ``vllm`` on cuda and ``hf`` (transformers) on cpu.
+    ``nnodes``/``gpus_per_node`` default to the spec's ``launch`` section (1 GPU on CPU).
+    ``val_data`` replaces the spec's eval suite by one file (jsonl/parquet, avg@1);
+    ``train_max_samples``/``val_max_samples`` cap the training pool / each benchmark (CPU runs).
+    ``trace_groups`` writes every step's asks and trained groups to ``verl/trace.jsonl`` (tests).
+    ``test_freq``/``save_freq`` default to the spec's ``eval.every``/``checkpoint.every``.
+    ``ppo_mini_batch_size`` counts *rollouts*: None is one optimiser step per training step (the
+    whole, variable-size batch); a number splits the step's rollouts into that many per
+    optimiser step. Either way the batch is padded with zero-weight rows to a multiple of the
+    mini-batch size and the data-parallel size (see docs/verl.md).
+    """
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
+
+    kind: Literal["verl"] = "verl"
+    device: Literal["cpu", "cuda"] = "cuda"
+    model: str
+    tokenizer: str | None = None
+    train_data: str = "math_train"
+    val_data: str | None = None
+    train_max_samples: int | None = None
+    val_max_samples: int | None = None
+    prompt_template: str = "boxed"
+    reward: str = "math"
+    max_prompt_len: int = 1024
+    max_response_len: int = 4096
+    # optimisation (GRPO)
+    lr: float = 1.0e-6
+    ppo_mini_batch_size: int | None = None
+    ppo_micro_batch_size_per_gpu: int = 4
+    use_dynamic_bsz: bool = True
+    ppo_max_token_len_per_gpu: int | None = None
+    ppo_epochs: int = 1
+    clip_ratio_low: float = 0.2
+    clip_ratio_high: float = 0.28
+    loss_agg_mode: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"] = "token-mean"
+    norm_adv_by_std: bool = True
+    kl_coef: float = 0.0
+    entropy_coeff: float = 0.0
+    grad_clip: float = 1.0
+    strategy: Literal["fsdp", "fsdp2"] = "fsdp2"
+    # rollout
+    rollout_engine: Literal["vllm", "hf"] | None = None
+    temperature: float = 1.0
+    top_p: float = 1.0
+    tensor_parallel: int = 1
+    gpu_memory_utilization: float = 0.6
+    # cluster shape (None: from the spec's launch section)
+    nnodes: int | None = None
+    gpus_per_node: int | None = None
+    # cadence (None: from eval.every / checkpoint.every)
+    save_freq: int | None = None
+    test_freq: int | None = None
+    max_ckpt_to_keep: int | None = 2
+    val_before_train: bool = True
+    logger: tuple[str, ...] = ("console",)
+    seed: int | None = None
+    trace_groups: bool = False
+    verl_overrides: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.model:
+            raise ValueError("model must name a Hugging Face model (id or folder) or 'tiny'")
+        positive = {
+            "max_prompt_len": self.max_prompt_len,
+            "max_response_len": self.max_response_len,
+            "ppo_micro_batch_size_per_gpu": self.ppo_micro_batch_size_per_gpu,
+            "ppo_epochs": self.ppo_epochs,
+            "tensor_parallel": self.tensor_parallel,
+        }
+        optional_positive = {
+            "train_max_samples": self.train_max_samples,
+            "val_max_samples": self.val_max_samples,
+            "ppo_mini_batch_size": self.ppo_mini_batch_size,
+            "ppo_max_token_len_per_gpu": self.ppo_max_token_len_per_gpu,
+            "nnodes": self.nnodes,
+            "gpus_per_node": self.gpus_per_node,
+            "save_freq": self.save_freq,
+            "test_freq": self.test_freq,
+            "max_ckpt_to_keep": self.max_ckpt_to_keep,
+        }
+        for name, value in {**positive, **optional_positive}.items():
+            if value is None and name in optional_positive:
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not self.lr > 0:
+            raise ValueError(f"lr must be positive, got {self.lr}")
+        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+            raise ValueError(
+                f"gpu_memory_utilization must lie in (0, 1], got {self.gpu_memory_utilization}"
+            )
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must lie in (0, 1], got {self.top_p}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        for name in ("clip_ratio_low", "clip_ratio_high", "kl_coef", "entropy_coeff", "grad_clip"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.reward not in ("math", "verl") and ":" not in self.reward:
+            raise ValueError(
+                f"reward must be 'math', 'verl' or 'package.module:function', got {self.reward!r}"
+            )
+        if self.rollout_engine is None:
+            # vLLM has no CPU build: the CPU path generates with transformers inside a Ray actor.
+            object.__setattr__(self, "rollout_engine", "hf" if self.device == "cpu" else "vllm")
+        elif self.device == "cpu" and self.rollout_engine == "vllm":
+            raise ValueError("rollout_engine 'vllm' needs device 'cuda'; on cpu use 'hf'")
+        if self.gpus_per_node is not None and self.gpus_per_node % self.tensor_parallel:
+            raise ValueError(
+                f"tensor_parallel={self.tensor_parallel} must divide "
+                f"gpus_per_node={self.gpus_per_node}"
+            )
+        if not isinstance(self.verl_overrides, dict) or not all(
+            isinstance(k, str) and k for k in self.verl_overrides
+        ):
+            raise ValueError("verl_overrides must map dotted verl config keys to values")
+        object.__setattr__(self, "logger", tuple(self.logger))
+        for name in self.logger:
+            if name not in ("console", "wandb", "tensorboard", "mlflow", "file"):
+                raise ValueError(
+                    f"logger entries must be console, wandb, tensorboard, mlflow or file; got {name!r}"
+                )

@@ -1,0 +1,192 @@
+"""Convert training sets and benchmarks into verl's RL parquet format, with rollcli's prompt.
+
+One row per problem, the columns verl's ``RLHFDataset`` and reward functions read::
+
+    data_source   "math_train" | "aime24" | ...          (selects verl's reward fn when reward: verl)
+    prompt        [{"role": "user", "content": "<question>\\n<instruction>"}]
+    ability       "math"
+    reward_model  {"style": "rule", "ground_truth": "<gold>"}
+    extra_info    {"index": i, "prompt_id": i, "k": <samples for avg@k>, "split": ...}
+
+``prompt_id`` is the row's position in the file: the allocator's prompt ids are exactly these,
+so the trainer can map an ask to rows. Sources: the shipped MATH train set (``math_train``), the
+shipped benchmarks by name, or any ``.json``/``.jsonl``/``.parquet`` file with problem/answer
+fields (``problem``|``question``|``prompt`` and ``answer``|``final_answer``|``solution``).
+pandas and pyarrow are imported lazily.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rollcli.errors import RollcliError
+
+__all__ = [
+    "DataError",
+    "INSTRUCTION",
+    "prepare_dataset",
+    "prepare_eval_suite",
+    "load_records",
+    "write_parquet",
+]
+
+try:  # the eval package owns the template; keep one wording everywhere
+    from rollcli.eval.benchmarks.prompts import MATH_INSTRUCTION as INSTRUCTION
+except ImportError:  # pragma: no cover - eval package not installed yet
+    INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+
+_SHARED_TRAIN = Path("/work/shared/data/train")
+TRAIN_SETS = {"math_train": "math_train_deepscaler.json", "gsm8k_train": "gsm8k_train.jsonl"}
+
+
+class DataError(RollcliError):
+    """A data source that cannot be converted (missing, no problem/answer fields, empty)."""
+
+
+def _shipped_train_file(name: str) -> Path:
+    from importlib import resources
+
+    filename = TRAIN_SETS[name]
+    ref = resources.files("rollcli.data.train").joinpath(filename)
+    if ref.is_file():
+        return Path(str(ref))
+    fallback = _SHARED_TRAIN / filename
+    if fallback.is_file():
+        return fallback
+    raise DataError(f"training set {name!r} ({filename}) is not shipped with this rollcli")
+
+
+def _read_file(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise DataError(f"data file {path} does not exist")
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import pandas as pd
+
+        return pd.read_parquet(path).to_dict(orient="records")
+    text = path.read_text("utf-8")
+    if suffix == ".jsonl":
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    if suffix == ".json":
+        data = json.loads(text)
+        if isinstance(data, Mapping):
+            data = data.get("data", data.get("rows", []))
+        return list(data)
+    raise DataError(f"{path}: expected .json, .jsonl or .parquet, got {suffix!r}")
+
+
+def _question_answer(row: Mapping[str, Any], where: str) -> tuple[str, str]:
+    question = next((row[k] for k in ("problem", "question", "prompt") if row.get(k)), None)
+    if isinstance(question, list):  # already chat messages (a verl parquet)
+        question = question[-1]["content"]
+    answer = next(
+        (row[k] for k in ("answer", "final_answer", "ground_truth") if row.get(k) is not None),
+        None,
+    )
+    if answer is None and isinstance(row.get("reward_model"), Mapping):
+        answer = row["reward_model"].get("ground_truth")
+    if answer is None and row.get("solution"):
+        from rollcli.eval.benchmarks.math_sets import last_boxed
+
+        answer = last_boxed(str(row["solution"]))
+    if isinstance(answer, list):
+        answer = answer[0] if answer else None
+    if question is None or answer is None:
+        raise DataError(f"{where}: needs problem/question and answer fields, has {sorted(row)}")
+    if isinstance(answer, float) and answer.is_integer():
+        answer = int(answer)
+    return str(question), str(answer).strip().strip("$").strip()
+
+
+def _usable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Drop records without a gold answer (4 of the 7,474 MATH train problems have none)."""
+    return [r for r in rows if any(r.get(k) not in (None, "") for k in ("answer", "final_answer"))]
+
+
+def load_records(source: str) -> tuple[str, list[tuple[str, str]]]:
+    """``(data_source, [(question, gold), ...])`` of a shipped set name or a file path.
+
+    Training sets drop records without an answer; any other unusable record is an error.
+    """
+    if source in TRAIN_SETS:
+        rows = _usable(_read_file(_shipped_train_file(source)))
+        return source, [_question_answer(r, f"{source}[{i}]") for i, r in enumerate(rows)]
+    path = Path(source)
+    if not path.suffix:
+        from rollcli.eval.benchmarks.math_sets import MATH_FILES, load_math_set
+
+        if source not in MATH_FILES:
+            raise DataError(
+                f"unknown data source {source!r}: give a file path, a training set "
+                f"({', '.join(TRAIN_SETS)}) or a benchmark ({', '.join(MATH_FILES)})"
+            )
+        return source, [(p.question, str(p.answer)) for p in load_math_set(source)]
+    rows = _read_file(path)
+    name = str(rows[0].get("data_source", path.stem)) if rows else path.stem
+    return name, [_question_answer(r, f"{path}[{i}]") for i, r in enumerate(rows)]
+
+
+def _rows(
+    data_source: str, records: Sequence[tuple[str, str]], *, split: str, k: int = 1
+) -> list[dict[str, Any]]:
+    return [
+        {
+            "data_source": data_source,
+            "prompt": [{"role": "user", "content": f"{question}\n{INSTRUCTION}"}],
+            "ability": "math",
+            "reward_model": {"style": "rule", "ground_truth": gold},
+            "extra_info": {"index": i, "prompt_id": i, "k": int(k), "split": split},
+        }
+        for i, (question, gold) in enumerate(records)
+    ]
+
+
+def write_parquet(rows: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
+    """Write rows as parquet atomically (temp file + rename through rollcli.store.atomic)."""
+    import io
+
+    import pandas as pd
+
+    from rollcli.store.atomic import atomic_write_bytes
+
+    if not rows:
+        raise DataError(f"refusing to write an empty dataset to {path}")
+    buffer = io.BytesIO()
+    pd.DataFrame(list(rows)).to_parquet(buffer, index=False)
+    atomic_write_bytes(path, buffer.getvalue())
+    return Path(path)
+
+
+def prepare_dataset(
+    source: str, out: str | Path, *, split: str = "train", limit: int | None = None, k: int = 1
+) -> tuple[Path, int]:
+    """Convert one source to a verl parquet at ``out``; returns (path, number of rows)."""
+    name, records = load_records(source)
+    if limit is not None:
+        records = records[:limit]
+    if not records:
+        raise DataError(f"data source {source!r} has no records")
+    return write_parquet(_rows(name, records, split=split, k=k), out), len(records)
+
+
+def prepare_eval_suite(
+    suite: Sequence[str],
+    out: str | Path,
+    *,
+    samples: Mapping[str, int] | None = None,
+    limit: int | None = None,
+) -> tuple[Path, int]:
+    """All benchmarks of an eval suite in one parquet; ``extra_info.k`` is each one's avg@k."""
+    samples = dict(samples or {})
+    rows: list[dict[str, Any]] = []
+    for bench in suite:
+        name, records = load_records(bench)
+        if limit is not None:
+            records = records[:limit]
+        rows.extend(_rows(name, records, split="test", k=int(samples.get(bench, 1))))
+    for i, row in enumerate(rows):
+        row["extra_info"] = {**row["extra_info"], "index": i}
+    return write_parquet(rows, out), len(rows)

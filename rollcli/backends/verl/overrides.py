@@ -1,0 +1,197 @@
+"""Compile a job's spec sections into verl Hydra overrides (a pure function, golden-tested).
+
+Input: the job config of CONTRACTS §3 (``backend`` = :class:`~rollcli.backends.verl.config.VerlConfig`
+fields, ``allocator``, ``budget``, ``eval``, ``checkpoint``, ``tracking``, optionally ``launch``)
+and the resolved paths of the job (model folder, parquet files, checkpoint folder). Output: an
+ordered list of ``key=value`` strings for ``verl.trainer.main_ppo`` (legacy trainer).
+
+What the allocator decides is *not* compiled into verl's batch knobs: rollcli's trainer builds
+each generation round from the allocator's ask and trains on its groups, so ``data.train_batch_size``,
+``actor.ppo_mini_batch_size`` and ``rollout.n`` are nominal values that only satisfy verl's
+config checks (one prompt per data-parallel rank). ``verl_overrides`` come last as ``++key=value``
+(add or replace), so they win over everything compiled here. W&B is *not* added to verl's
+loggers: rollcli's own tracker (``rollcli.analysis.tracking``, fed every metrics row) owns the
+job's W&B run, with a deterministic id that survives resumes; ``backend.logger`` lists verl's
+extra sinks (console by default; a ``wandb`` entry there would make a second run).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from rollcli.backends.verl.config import VerlConfig
+
+__all__ = ["VerlPaths", "compile_overrides", "render_value", "verl_config_from_mapping"]
+
+
+@dataclass(frozen=True)
+class VerlPaths:
+    """Where a job's verl inputs and outputs live (absolute paths as strings)."""
+
+    model: str
+    train_files: str
+    val_files: str
+    checkpoints: str
+    tokenizer: str | None = None
+
+
+def verl_config_from_mapping(section: Mapping[str, Any]) -> VerlConfig:
+    """The backend section as a :class:`VerlConfig` (unknown keys name the valid ones)."""
+    names = {f.name for f in fields(VerlConfig)}
+    unknown = sorted(set(section) - names)
+    if unknown:
+        raise ValueError(
+            f"verl backend has no knob(s) {', '.join(unknown)}; valid: {', '.join(sorted(names))}"
+        )
+    values = dict(section)
+    if "logger" in values and isinstance(values["logger"], list):
+        values["logger"] = tuple(values["logger"])
+    return VerlConfig(**values)
+
+
+def render_value(value: Any) -> str:
+    """A Hydra override value: strings are always quoted so ``'false'`` or ``'1'`` stay strings."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(render_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ",".join(f"{k}:{render_value(v)}" for k, v in value.items()) + "}"
+    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{text}'"
+
+
+def _cluster(backend: VerlConfig, launch: Mapping[str, Any]) -> tuple[int, int]:
+    if backend.device == "cpu":
+        return 1, 1
+    nnodes = backend.nnodes or int(launch.get("nodes", 1) or 1)
+    gpus = backend.gpus_per_node or int(launch.get("gpus_per_node", 1) or 1)
+    return nnodes, gpus
+
+
+def compile_overrides(job: Mapping[str, Any], paths: VerlPaths) -> list[str]:
+    """verl overrides for one train job (see the module docstring)."""
+    backend = verl_config_from_mapping(job["backend"])
+    budget = job.get("budget") or {}
+    evaluation = job.get("eval") or {}
+    checkpoint = job.get("checkpoint") or {}
+    tracking = job.get("tracking") or {}
+    launch = job.get("launch") or {}
+    meta = job.get("job") or {}
+    nnodes, gpus = _cluster(backend, launch)
+    world = nnodes * gpus
+    seq_len = backend.max_prompt_len + backend.max_response_len
+    max_tokens = backend.ppo_max_token_len_per_gpu or 2 * seq_len
+    test_freq = backend.test_freq or int(evaluation.get("every", 0) or 0) or -1
+    save_freq = backend.save_freq or int(checkpoint.get("every", 0) or 0) or -1
+    wandb = (tracking.get("wandb") or {}) if isinstance(tracking, Mapping) else {}
+    project = wandb.get("project") or "rollcli"
+    experiment = (
+        "-".join(
+            str(p)
+            for p in (job.get("experiment"), meta.get("allocator"), meta.get("seed"))
+            if p is not None
+        )
+        or "rollcli"
+    )
+    seed = backend.seed if backend.seed is not None else int(meta.get("seed", 0) or 0)
+    use_kl = backend.kl_coef > 0
+
+    o: dict[str, Any] = {
+        # model
+        "actor_rollout_ref.model.path": paths.model,
+        "actor_rollout_ref.model.tokenizer_path": paths.tokenizer or paths.model,
+        # data
+        "data.train_files": paths.train_files,
+        "data.val_files": paths.val_files,
+        "data.max_prompt_length": backend.max_prompt_len,
+        "data.max_response_length": backend.max_response_len,
+        "data.filter_overlong_prompts": True,
+        "data.truncation": "error",
+        "data.train_batch_size": world,
+        "data.train_max_samples": backend.train_max_samples or -1,
+        "data.val_max_samples": -1,
+        "data.shuffle": False,
+        "data.validation_shuffle": False,
+        "data.seed": seed,
+        # algorithm: GRPO on the allocator's groups
+        "algorithm.adv_estimator": "grpo",
+        "algorithm.norm_adv_by_std_in_grpo": backend.norm_adv_by_std,
+        "algorithm.use_kl_in_reward": False,
+        # actor
+        "actor_rollout_ref.actor.strategy": backend.strategy,
+        "actor_rollout_ref.ref.strategy": backend.strategy,
+        "actor_rollout_ref.actor.optim.lr": backend.lr,
+        "actor_rollout_ref.actor.ppo_mini_batch_size": world,
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu": backend.ppo_micro_batch_size_per_gpu,
+        "actor_rollout_ref.actor.use_dynamic_bsz": backend.use_dynamic_bsz,
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": max_tokens,
+        "actor_rollout_ref.actor.ppo_epochs": backend.ppo_epochs,
+        "actor_rollout_ref.actor.clip_ratio_low": backend.clip_ratio_low,
+        "actor_rollout_ref.actor.clip_ratio_high": backend.clip_ratio_high,
+        "actor_rollout_ref.actor.loss_agg_mode": backend.loss_agg_mode,
+        "actor_rollout_ref.actor.entropy_coeff": backend.entropy_coeff,
+        "actor_rollout_ref.actor.grad_clip": backend.grad_clip,
+        "actor_rollout_ref.actor.use_kl_loss": use_kl,
+        "actor_rollout_ref.actor.kl_loss_coef": backend.kl_coef,
+        "actor_rollout_ref.actor.shuffle": False,
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz": backend.use_dynamic_bsz,
+        "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": max_tokens,
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": backend.ppo_micro_batch_size_per_gpu,
+        "actor_rollout_ref.ref.log_prob_use_dynamic_bsz": backend.use_dynamic_bsz,
+        "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu": max_tokens,
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": backend.ppo_micro_batch_size_per_gpu,
+        # rollout
+        "actor_rollout_ref.rollout.name": backend.rollout_engine,
+        "actor_rollout_ref.rollout.n": 1,
+        "actor_rollout_ref.rollout.temperature": backend.temperature,
+        "actor_rollout_ref.rollout.top_p": backend.top_p,
+        "actor_rollout_ref.rollout.tensor_model_parallel_size": backend.tensor_parallel,
+        "actor_rollout_ref.rollout.gpu_memory_utilization": backend.gpu_memory_utilization,
+        "actor_rollout_ref.rollout.max_num_batched_tokens": max(8192, seq_len),
+        "actor_rollout_ref.rollout.val_kwargs.n": 1,
+        "actor_rollout_ref.rollout.val_kwargs.do_sample": True,
+        "actor_rollout_ref.rollout.val_kwargs.temperature": float(
+            evaluation.get("temperature", backend.temperature)
+        ),
+        "actor_rollout_ref.rollout.val_kwargs.top_p": float(evaluation.get("top_p", backend.top_p)),
+        # cluster, cadence, checkpoints, logging
+        "trainer.use_v1": False,
+        "trainer.nnodes": nnodes,
+        "trainer.n_gpus_per_node": gpus,
+        "trainer.total_training_steps": int(budget.get("steps", 1)),
+        "trainer.total_epochs": 1_000_000,
+        "trainer.test_freq": test_freq,
+        "trainer.save_freq": save_freq,
+        "trainer.val_before_train": backend.val_before_train,
+        "trainer.default_local_dir": paths.checkpoints,
+        "trainer.resume_mode": "auto",
+        "trainer.max_actor_ckpt_to_keep": backend.max_ckpt_to_keep,
+        "trainer.project_name": project,
+        "trainer.experiment_name": experiment,
+        "trainer.logger": list(backend.logger),
+        "trainer.critic_warmup": 0,
+    }
+    from rollcli.backends.verl.rewards import reward_function_config
+
+    o.update(reward_function_config(backend.reward))
+    if backend.device == "cpu":
+        from rollcli.backends.verl.cpu_settings import cpu_overrides
+
+        o.update(cpu_overrides())
+    lines = [f"{key}={render_value(value)}" for key, value in o.items()]
+    for key, value in backend.verl_overrides.items():
+        lines.append(f"++{key.lstrip('+')}={render_value(value)}")
+    return lines
+
+
+def overrides_json(lines: list[str]) -> str:
+    """The overrides as a JSON list (the form stored beside a job for humans and golden tests)."""
+    return json.dumps(lines, indent=1) + "\n"

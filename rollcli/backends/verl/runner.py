@@ -1,0 +1,238 @@
+"""The verl train job: prepare inputs, compile overrides, launch verl's trainer, relay metrics.
+
+:func:`run_train_job` is what ``rollcli.train.run_train_job`` delegates to when
+``backend.kind == "verl"``: it reads the job's ``config.yaml`` (CONTRACTS §3), writes the data
+parquets (and, for ``model: tiny``, a tiny model) under ``<job>/verl/``, compiles the verl
+overrides (kept in ``<job>/verl/overrides.json``), drops metrics rows newer than the last verl
+checkpoint, and runs ``verl.trainer.main_ppo.run_ppo`` with :class:`RollcliTaskRunner`, whose
+trainer is :class:`~rollcli.backends.verl.trainer.RollcliPPOTrainer`. The trainer runs in a Ray
+actor, so ``stop`` is relayed as a file (the trainer checkpoints and returns at the next step
+end) and metrics rows reach ``callbacks`` by tailing ``metrics.jsonl``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rollcli.backends.verl.config import TINY_MODEL, VerlConfig
+from rollcli.backends.verl.overrides import (
+    VerlPaths,
+    compile_overrides,
+    render_value,
+    verl_config_from_mapping,
+)
+from rollcli.errors import RollcliError
+from rollcli.store.atomic import atomic_write_json, read_jsonl, rewrite_jsonl
+
+__all__ = [
+    "run_train_job",
+    "prepare_inputs",
+    "compose_config",
+    "job_overrides",
+    "load_job",
+    "init_cpu_ray",
+]
+
+STOP_FILE = "verl/STOP"
+_TINY_TEXTS = 2000
+
+
+def load_job(job_dir: Path) -> dict[str, Any]:
+    import yaml
+
+    path = job_dir / "config.yaml"
+    if not path.is_file():
+        raise RollcliError(f"{path} does not exist: is {job_dir} a rollcli job folder?")
+    job = yaml.safe_load(path.read_text("utf-8"))
+    if (job.get("backend") or {}).get("kind") != "verl":
+        raise RollcliError(f"{path}: backend.kind is not 'verl'")
+    return job
+
+
+def _eval_samples(evaluation: Mapping[str, Any], suite: Sequence[str]) -> dict[str, int]:
+    samples = evaluation.get("samples", 1)
+    if isinstance(samples, Mapping):
+        return {name: int(samples.get(name, 1)) for name in suite}
+    return {name: int(samples) for name in suite}
+
+
+def prepare_inputs(job_dir: Path, job: Mapping[str, Any], backend: VerlConfig) -> VerlPaths:
+    """Write ``<job>/verl/data/{train,val}.parquet`` and the tiny model if needed (idempotent)."""
+    from rollcli.backends.verl.data import load_records, prepare_dataset, prepare_eval_suite
+
+    root = job_dir / "verl"
+    train = root / "data" / "train.parquet"
+    val = root / "data" / "val.parquet"
+    if not train.is_file():
+        prepare_dataset(backend.train_data, train, limit=backend.train_max_samples)
+    if not val.is_file():
+        evaluation = job.get("eval") or {}
+        suite = list(evaluation.get("suite") or [])
+        if backend.val_data:
+            prepare_dataset(backend.val_data, val, split="test", limit=backend.val_max_samples)
+        elif suite:
+            prepare_eval_suite(
+                suite, val, samples=_eval_samples(evaluation, suite), limit=backend.val_max_samples
+            )
+        else:  # verl needs a validation set; with no eval configured it is never generated
+            prepare_dataset(backend.train_data, val, split="test", limit=1)
+    model = backend.model
+    if model == TINY_MODEL:
+        from rollcli.backends.verl.tiny_model import build_tiny_model
+
+        _, records = load_records(backend.train_data)
+        texts = [f"{q} {a}" for q, a in records[:_TINY_TEXTS]]
+        seed = int((job.get("job") or {}).get("seed", 0))
+        model = str(build_tiny_model(root / "model", texts, seed=seed))
+    return VerlPaths(
+        model=model,
+        tokenizer=backend.tokenizer,
+        train_files=str(train),
+        val_files=str(val),
+        checkpoints=str(job_dir / "checkpoints"),
+    )
+
+
+def job_overrides(job_dir: Path, job: Mapping[str, Any], paths: VerlPaths) -> list[str]:
+    """The compiled overrides plus rollcli's own key (where the task runner finds the job)."""
+    lines = compile_overrides(job, paths)
+    evaluation = job.get("eval") or {}
+    backend = verl_config_from_mapping(job["backend"])
+    if not (backend.val_data or evaluation.get("suite")):
+        lines += ["trainer.test_freq=-1", "trainer.val_before_train=false"]
+    return [*lines, f"+rollcli.job_dir={render_value(str(job_dir.resolve()))}"]
+
+
+def compose_config(lines: Sequence[str]) -> Any:
+    """verl's ``ppo_trainer`` config with the overrides applied (Hydra compose, no job launch)."""
+    from hydra import compose, initialize_config_dir
+    from verl.trainer import main_ppo
+
+    config_dir = str(Path(main_ppo.__file__).parent / "config")
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        return compose(config_name="ppo_trainer", overrides=list(lines))
+
+
+def _latest_checkpoint(job_dir: Path) -> int:
+    tracker = job_dir / "checkpoints" / "latest_checkpointed_iteration.txt"
+    return int(tracker.read_text().strip()) if tracker.is_file() else 0
+
+
+def _trim_metrics(job_dir: Path) -> int:
+    """Keep the metrics rows the checkpoint covers; returns how many remain."""
+    latest = _latest_checkpoint(job_dir)
+    path = job_dir / "metrics.jsonl"
+    rows = [r for r in read_jsonl(path) if latest > 0 and int(r["step"]) <= latest]
+    if path.exists():
+        rewrite_jsonl(path, rows)
+    return len(rows)
+
+
+class _Relay(threading.Thread):
+    """Turns ``stop`` into the stop file and feeds new metrics rows to the callbacks."""
+
+    def __init__(self, job_dir: Path, stop, callbacks, seen: int) -> None:
+        super().__init__(daemon=True, name="rollcli-verl-relay")
+        self.job_dir, self.stop, self.callbacks, self.seen = job_dir, stop, list(callbacks), seen
+        self.done = threading.Event()
+
+    def deliver(self) -> None:
+        rows = read_jsonl(self.job_dir / "metrics.jsonl")
+        for row in rows[self.seen :]:
+            for callback in self.callbacks:
+                callback(row)
+        self.seen = max(self.seen, len(rows))
+
+    def run(self) -> None:
+        while not self.done.wait(0.5):
+            if self.stop is not None and self.stop.is_set():
+                stop_file = self.job_dir / STOP_FILE
+                stop_file.parent.mkdir(parents=True, exist_ok=True)
+                stop_file.touch()
+            self.deliver()
+
+
+def _wait_for_devices(needed: int, timeout_s: float = 120.0) -> None:
+    """In a Ray cluster shared with an earlier job, wait until its workers released their GPUs.
+
+    verl checks the free GPUs once, immediately; the actors of a job that just ended are torn
+    down asynchronously by Ray.
+    """
+    import time
+
+    import ray
+
+    if not ray.is_initialized():
+        return
+    deadline = time.monotonic() + timeout_s
+    while ray.available_resources().get("GPU", 0) < needed and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
+def _set_environment(backend: VerlConfig) -> None:
+    if backend.device == "cpu":
+        from rollcli.backends.verl.cpu_settings import cpu_environment
+
+        os.environ.update(cpu_environment())
+        os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        # registers the cpu platform and hf rollout here too, even if verl was imported already
+        import rollcli.backends.verl.cpu_support  # noqa: F401
+
+
+def init_cpu_ray(num_cpus: int = 8) -> None:
+    """Start a private local Ray cluster for CPU jobs (fake GPU, the CPU-path environment).
+
+    ``run_train_job`` starts one itself when Ray is not running; call this first to share one
+    cluster between several CPU jobs in one process (tests, the benchmark).
+    """
+    import ray
+
+    from rollcli.backends.verl.cpu_settings import cpu_environment
+
+    env = cpu_environment()
+    os.environ.update(env)
+    os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+    ray.init(
+        address="local",
+        num_cpus=num_cpus,
+        num_gpus=1,
+        include_dashboard=False,
+        runtime_env={"env_vars": env},
+    )
+
+
+def run_train_job(
+    job_dir: str | Path,
+    *,
+    stop: threading.Event | None = None,
+    callbacks: Sequence[Callable[[dict], None]] = (),
+) -> None:
+    """Run (or resume) one verl train job to ``budget.steps``; see the module docstring."""
+    job_dir = Path(job_dir).resolve()
+    job = load_job(job_dir)
+    backend = verl_config_from_mapping(job["backend"])
+    _set_environment(backend)  # before verl is imported: its plugins read the environment
+    paths = prepare_inputs(job_dir, job, backend)
+    lines = job_overrides(job_dir, job, paths)
+    atomic_write_json(job_dir / "verl" / "overrides.json", lines)
+    (job_dir / STOP_FILE).unlink(missing_ok=True)
+    seen = _trim_metrics(job_dir)
+    config = compose_config(lines)
+    _wait_for_devices(int(config.trainer.nnodes) * int(config.trainer.n_gpus_per_node))
+    relay = _Relay(job_dir, stop, callbacks, seen)
+    relay.start()
+    try:
+        from verl.trainer.main_ppo import run_ppo
+
+        from rollcli.backends.verl.task_runner import RollcliTaskRunner
+
+        run_ppo(config, task_runner_class=RollcliTaskRunner)
+    finally:
+        relay.done.set()
+        relay.join()
+        relay.deliver()
+        (job_dir / STOP_FILE).unlink(missing_ok=True)

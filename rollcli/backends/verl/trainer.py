@@ -1,0 +1,359 @@
+"""rollcli's allocators inside verl's trainer: a ``RayPPOTrainer`` whose ``fit()`` runs ask/tell.
+
+The pattern of verl-recipe's DAPO trainer (a subclass with its own ``fit()``), pinned to
+verl 0.9.1's legacy trainer (REFERENCE.md §5). One training step::
+
+    allocator.start_step(step)
+    while (ask := allocator.ask()) is not None:       # one verl generation call per ask
+        rows = dataset[ask.prompt_ids].sample_level_repeat(per-prompt counts)
+        out  = async_rollout_manager.generate_sequences(rows)   # rewards come back in rm_scores
+        allocator.tell(outcomes with refs into the rollout store)
+    groups = allocator.train_groups()
+    batch  = store.select(refs of every group), one uid per group (pilot + commit together)
+    old log-probs (current policy) -> GRPO advantages over each group -> one actor update
+    checkpoint_manager.update_weights(step)           # rollout servers get the new weights
+
+Groups of one rollout are not trained (GRPO would use the raw reward as its advantage: there is
+no baseline). Batches are padded with zero-mask rows to divide by the mini-batch and
+data-parallel sizes. Each step appends a CONTRACTS §4 metrics row to ``metrics.jsonl`` and logs
+it through verl's tracker. The allocator, the retained rollouts and the counters are saved in
+verl's checkpoint folder (``global_step_N/rollcli/``) and restored on resume. Runs in verl's
+task-runner actor; imported only there.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from verl import DataProto
+from verl.protocol import pad_dataproto_to_divisor, unpad_dataproto
+from verl.trainer.ppo.ray_trainer import RayPPOTrainer, compute_advantage, compute_response_mask
+from verl.utils import tensordict_utils as tu
+from verl.utils.metric import reduce_metrics
+from verl.utils.py_functional import rename_dict
+from verl.workers.utils.padding import left_right_2_no_padding
+
+from rollcli.allocators import Group, Outcome, create_allocator
+from rollcli.backends.verl.evaluation import evaluate_suite
+from rollcli.backends.verl.overrides import verl_config_from_mapping
+from rollcli.backends.verl.rollouts import RolloutStore, pad_for_training
+from rollcli.store.atomic import append_jsonl, atomic_write_json, read_json
+
+__all__ = ["RollcliPPOTrainer", "STOP_FILE"]
+
+STOP_FILE = "verl/STOP"
+
+
+class RollcliPPOTrainer(RayPPOTrainer):
+    """verl's legacy PPO trainer driven by a rollcli allocator (see the module docstring)."""
+
+    def __init__(self, *args: Any, job_dir: str | Path, job: Mapping[str, Any], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.job_dir = Path(job_dir)
+        self.job = job
+        self.backend_config = verl_config_from_mapping(job["backend"])
+        budget = job["budget"]
+        self.allocator = create_allocator(
+            job["allocator"],
+            num_prompts=len(self.train_dataset),
+            rollouts_per_step=int(budget["rollouts_per_step"]),
+            seed=int((job.get("job") or {}).get("seed", 0)),
+        )
+        self.store = RolloutStore()
+        self.policy_version = 0
+        self.wall_s = 0.0
+        from verl.utils.dataset.rl_dataset import collate_fn
+
+        self._collate = collate_fn
+
+    # -- the loop ---------------------------------------------------------------------------
+    def fit(self) -> None:
+        from omegaconf import OmegaConf
+        from verl.utils.tracking import Tracking
+
+        tracker = Tracking(
+            project_name=self.config.trainer.project_name,
+            experiment_name=self.config.trainer.experiment_name,
+            default_backend=self.config.trainer.logger,
+            config=OmegaConf.to_container(self.config, resolve=True),
+        )
+        self.global_steps = 0
+        self._load_checkpoint()
+        self.checkpoint_manager.update_weights(self.global_steps)
+        total = int(self.total_training_steps)
+        test_freq = int(self.config.trainer.test_freq)
+        save_freq = int(self.config.trainer.save_freq)
+        if self.global_steps == 0:
+            row: dict[str, Any] = {"step": 0, "cum_rollouts": 0, "cum_tokens": 0}
+            if self.config.trainer.get("val_before_train", True):
+                row.update(self._timed_eval(0))
+            self._emit(row, tracker)
+        while self.global_steps < total:
+            step = self.global_steps + 1
+            self.global_steps = step
+            row = self._train_step(step)
+            if test_freq > 0 and (step % test_freq == 0 or step == total):
+                row.update(self._timed_eval(step))
+            self._emit(row, tracker)
+            stop = (self.job_dir / STOP_FILE).exists()
+            if (save_freq > 0 and (step % save_freq == 0 or step == total)) or stop:
+                self._save_checkpoint()
+            if stop:
+                print(f"rollcli: stop requested, checkpointed at step {step}")
+                return
+
+    def _emit(self, row: dict[str, Any], tracker: Any) -> None:
+        append_jsonl(self.job_dir / "metrics.jsonl", [row])
+        tracker.log(data={k: v for k, v in row.items() if k != "step"}, step=row["step"])
+
+    def _timed_eval(self, step: int) -> dict[str, Any]:
+        start = time.perf_counter()
+        metrics = evaluate_suite(self, step)
+        return {**metrics, "time/eval_s": time.perf_counter() - start}
+
+    # -- one step ---------------------------------------------------------------------------
+    def _train_step(self, step: int) -> dict[str, Any]:
+        start = time.perf_counter()
+        alloc = self.allocator
+        gen_s = alloc_s = 0.0
+        rounds: list[dict[str, Any]] = []
+        generated: list[Outcome] = []
+        alloc.start_step(step - 1)
+        while True:
+            t0 = time.perf_counter()
+            ask = alloc.ask()
+            alloc_s += time.perf_counter() - t0
+            if ask is None:
+                break
+            t0 = time.perf_counter()
+            outcomes = self._generate(ask, step)
+            gen_s += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            alloc.tell(outcomes)
+            alloc_s += time.perf_counter() - t0
+            generated.extend(outcomes)
+            rounds.append(
+                {"items": [[o.prompt_id, o.num_rollouts, o.phase, list(o.refs)] for o in outcomes]}
+            )
+        t0 = time.perf_counter()
+        groups = alloc.train_groups()
+        alloc_s += time.perf_counter() - t0
+        self.checkpoint_manager.sleep_replicas()
+        t0 = time.perf_counter()
+        train_metrics, trained = self._train_on(groups, step)
+        self.checkpoint_manager.update_weights(step)
+        update_s = time.perf_counter() - t0
+        self.store.retain(alloc.live_refs())
+        step_s = time.perf_counter() - start
+        self.wall_s += step_s
+        if self.backend_config.trace_groups:
+            append_jsonl(
+                self.job_dir / "verl" / "trace.jsonl",
+                [
+                    {
+                        "step": step,
+                        "rounds": rounds,
+                        "groups": _groups_json(groups),
+                        "trained": trained,
+                    }
+                ],
+            )
+        return self._row(step, groups, generated, train_metrics, gen_s, alloc_s, update_s, step_s)
+
+    def _prompt_batch(self, prompt_ids: list[int], uids: list[str]) -> DataProto:
+        batch = DataProto.from_single_dict(
+            self._collate([self.train_dataset[p] for p in prompt_ids])
+        )
+        batch.non_tensor_batch["uid"] = np.array(uids, dtype=object)
+        batch.non_tensor_batch["rollcli_prompt"] = np.array(prompt_ids, dtype=np.int64)
+        return batch
+
+    def generate_rows(self, batch: DataProto, counts: list[int], meta: dict[str, Any]) -> DataProto:
+        """Repeat each prompt row ``counts[i]`` times, generate, return rows with outputs joined."""
+        batch = batch.sample_level_repeat(counts)
+        prompt_ids = batch.non_tensor_batch["rollcli_prompt"].copy()
+        gen = self._get_gen_batch(batch)  # moves every non-reward key into the generation batch
+        gen.meta_info = {
+            "eos_token_id": self.tokenizer.eos_token_id,
+            "pad_token_id": self.tokenizer.pad_token_id,
+            **meta,
+        }
+        divisor = int(self.config.actor_rollout_ref.rollout.agent.num_workers)
+        padded, pad = pad_dataproto_to_divisor(gen, divisor)
+        out = unpad_dataproto(self.async_rollout_manager.generate_sequences(padded), pad_size=pad)
+        out.meta_info.pop("timing", None)
+        batch = batch.union(out)
+        batch.non_tensor_batch["rollcli_prompt"] = prompt_ids
+        if "response_mask" not in batch.batch.keys():  # noqa: SIM118 - TensorDict
+            batch.batch["response_mask"] = compute_response_mask(batch)
+        return batch
+
+    def _generate(self, ask: Any, step: int) -> list[Outcome]:
+        # one uid per prompt and step; groups get their own uid at training time anyway
+        uids = [f"p{item.prompt_id}s{step}" for item in ask.items]
+        batch = self._prompt_batch(ask.prompt_ids, uids)
+        counts = [item.num_rollouts for item in ask.items]
+        batch = self.generate_rows(batch, counts, {"global_steps": step, "validate": False})
+        rewards = batch.batch["rm_scores"].sum(-1).float().numpy().astype(float)
+        tokens = batch.batch["response_mask"].sum(-1).numpy().astype(np.int64)
+        refs = self.store.add(batch)
+        outcomes, pos = [], 0
+        for item, n in zip(ask.items, counts, strict=True):
+            sl = slice(pos, pos + n)
+            outcomes.append(
+                Outcome(
+                    prompt_id=item.prompt_id,
+                    phase=item.phase,
+                    rewards=rewards[sl].copy(),
+                    num_tokens=tokens[sl].copy(),
+                    policy_version=self.policy_version,
+                    refs=tuple(refs[sl]),
+                )
+            )
+            pos += n
+        return outcomes
+
+    def _train_on(self, groups: list[Group], step: int) -> tuple[dict[str, float], dict[str, Any]]:
+        trainable = [g for g in groups if g.size >= 2]
+        metrics: dict[str, float] = {"singleton_groups": float(len(groups) - len(trainable))}
+        if not trainable:
+            return metrics, {"rows": 0}
+        refs = [int(r) for g in trainable for r in g.refs]
+        batch = self.store.select(refs)
+        uids = [f"g{step}x{i}" for i, g in enumerate(trainable) for _ in range(g.size)]
+        batch.non_tensor_batch["uid"] = np.array(uids, dtype=object)
+        scores = batch.batch["rm_scores"]
+        expected = np.concatenate([np.asarray(g.rewards, float) for g in trainable])
+        if not np.allclose(scores.sum(-1).float().numpy(), expected):
+            raise RuntimeError("the allocator's group rewards do not match the stored rollouts")
+        trained = {
+            "rows": len(refs),
+            "uids": uids,
+            "prompts": batch.non_tensor_batch["rollcli_prompt"].tolist(),
+            "rewards": scores.sum(-1).float().tolist(),
+            "refs": refs,
+        }
+        batch.batch["token_level_scores"] = scores
+        batch.batch["token_level_rewards"] = scores
+        dp = self._get_dp_size(self.actor_rollout_wg, "actor")
+        mini = self.backend_config.ppo_mini_batch_size or len(batch)
+        mini = math.ceil(mini / dp) * dp
+        batch, pad = pad_for_training(batch, mini)
+        metrics["pad_rows"] = float(pad)
+        batch.meta_info = {"temperature": self.config.actor_rollout_ref.rollout.temperature}
+        if self.config.trainer.balance_batch and dp > 1:
+            self._balance_batch(batch, metrics={})
+        batch.meta_info["global_token_num"] = batch.batch["attention_mask"].sum(-1).tolist()
+        batch.meta_info["images_seqlens"] = []
+        old_log_prob, _ = self._compute_old_log_prob(batch)
+        old_log_prob.batch.pop("entropys")
+        batch = batch.union(old_log_prob)
+        if self.use_reference_policy:
+            batch = batch.union(self._compute_ref_log_prob(batch))
+        batch = compute_advantage(
+            batch,
+            adv_estimator=self.config.algorithm.adv_estimator,
+            norm_adv_by_std_in_grpo=self.config.algorithm.get("norm_adv_by_std_in_grpo", True),
+            config=self.config.algorithm,
+        )
+        metrics.update(self._update_actor_minibatches(batch, mini))
+        self.policy_version += 1
+        return metrics, trained
+
+    def _update_actor_minibatches(self, batch: DataProto, mini: int) -> dict[str, float]:
+        """verl's ``_update_actor`` with the mini-batch size of *this* step (rollouts)."""
+        actor = self.config.actor_rollout_ref.actor
+        batch.meta_info["multi_turn"] = self.config.actor_rollout_ref.rollout.multi_turn.enable
+        td = left_right_2_no_padding(batch.to_tensordict())
+        tu.assign_non_tensor(
+            td,
+            calculate_entropy=bool(actor.calculate_entropy or actor.entropy_coeff != 0.0),
+            distillation_use_topk=False,
+            distillation_only=False,
+            global_batch_size=mini,
+            mini_batch_size=mini,
+            epochs=actor.ppo_epochs,
+            seed=actor.data_loader_seed,
+            dataloader_kwargs={"shuffle": actor.shuffle},
+            compute_loss=True,
+        )
+        output = rename_dict(tu.get(self.actor_rollout_wg.update_actor(td), "metrics"), "actor/")
+        output.pop("actor/mfu", None)
+        return {k.removeprefix("actor/"): float(v) for k, v in reduce_metrics(output).items()}
+
+    def _row(self, step, groups, generated, train_metrics, gen_s, alloc_s, update_s, step_s):
+        ledger = self.allocator.ledger
+        all_rewards = np.concatenate([o.rewards for o in generated]) if generated else np.zeros(0)
+        stats = self.allocator.stats()
+        row: dict[str, Any] = {
+            "step": step,
+            "cum_rollouts": ledger.num_rollouts,
+            "cum_tokens": ledger.num_tokens,
+            "step_rollouts": ledger.step_rollouts,
+            "step_tokens": ledger.step_tokens,
+            "wall_s": self.wall_s,
+            "time/generate_s": gen_s,
+            "time/allocate_s": alloc_s,
+            "time/update_s": update_s,
+            "time/eval_s": 0.0,
+            "time/step_s": step_s,
+            "reward_mean": float(all_rewards.mean()) if len(all_rewards) else 0.0,
+            "reward_var": _mean([g.reward_variance for g in groups]),
+            "gen_reward_var": _mean([float(np.var(o.rewards)) for o in generated]),
+            "zero_var_frac": ledger.step_zero_variance_groups / max(1, ledger.step_groups),
+            "prompts_trained": len(groups),
+            "rollouts_trained": sum(g.size for g in groups),
+            "evicted": int(stats.get("evicted", 0)),
+            "deferred": int(stats.get("deferred", 0)),
+            "epoch": int(stats.get("epoch", 0)),
+            "policy_version": self.policy_version,
+        }
+        row.update({f"alloc/{k}": v for k, v in stats.items()})
+        row.update({f"train/{k}": v for k, v in train_metrics.items()})
+        return row
+
+    # -- checkpoints ------------------------------------------------------------------------
+    def _state_folder(self) -> Path:
+        root = Path(self.config.trainer.default_local_dir)
+        return root / f"global_step_{self.global_steps}" / "rollcli"
+
+    def _save_checkpoint(self) -> None:
+        folder = self._state_folder()
+        self.store.save(folder)
+        state = {
+            "step": self.global_steps,
+            "allocator": self.allocator.state_dict(),
+            "policy_version": self.policy_version,
+            "wall_s": self.wall_s,
+        }
+        atomic_write_json(folder / "state.json", state)
+        super()._save_checkpoint()  # writes latest_checkpointed_iteration.txt last
+
+    def _load_checkpoint(self):
+        result = super()._load_checkpoint()
+        if self.global_steps > 0:
+            folder = self._state_folder()
+            if not (folder / "state.json").is_file():
+                raise RuntimeError(f"verl checkpoint {folder.parent} has no rollcli state")
+            state = read_json(folder / "state.json")
+            self.allocator.load_state_dict(state["allocator"])
+            self.store.load(folder)
+            self.policy_version = int(state["policy_version"])
+            self.wall_s = float(state["wall_s"])
+        return result
+
+
+def _mean(values: list[float]) -> float:
+    return float(np.mean(values)) if values else 0.0
+
+
+def _groups_json(groups: list[Group]) -> list[dict[str, Any]]:
+    return [
+        {"prompt_id": g.prompt_id, "refs": [int(r) for r in g.refs], "rewards": g.rewards.tolist()}
+        for g in groups
+    ]

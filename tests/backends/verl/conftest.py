@@ -1,0 +1,60 @@
+"""Shared checks of a verl job folder traced with ``trace_groups``: asks, groups, trained rows.
+
+Exposed as fixtures (the suite imports test modules with ``--import-mode=importlib``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rollcli.store.atomic import read_jsonl
+
+
+def _trace(job_dir: Path) -> list[dict]:
+    return read_jsonl(job_dir / "verl" / "trace.jsonl")
+
+
+def _check_consistency(job_dir: Path) -> list[dict]:
+    """The generated and trained rows agree with the allocator's asks and groups, step by step."""
+    metrics = [r for r in read_jsonl(job_dir / "metrics.jsonl") if r["step"] > 0]
+    steps = _trace(job_dir)
+    assert [t["step"] for t in steps] == [m["step"] for m in metrics]
+    ref_prompt: dict[int, int] = {}
+    cum = 0
+    for t, m in zip(steps, metrics, strict=True):
+        generated = 0
+        for rnd in t["rounds"]:
+            for prompt, n, _phase, refs in rnd["items"]:
+                assert len(refs) == n
+                ref_prompt.update({r: prompt for r in refs})
+                generated += n
+        cum += generated
+        assert m["step_rollouts"] == generated
+        assert m["cum_rollouts"] == cum  # every generated rollout is counted
+        trained = t["trained"]
+        groups = [g for g in t["groups"] if len(g["refs"]) >= 2]
+        assert trained["rows"] == sum(len(g["refs"]) for g in groups)
+        assert trained["refs"] == [r for g in groups for r in g["refs"]]
+        assert trained["rewards"] == pytest.approx([x for g in groups for x in g["rewards"]])
+        # the trainer's rows: one uid per group, the group's prompt on every row
+        for i, g in enumerate(groups):
+            rows = [j for j, u in enumerate(trained["uids"]) if u == f"g{t['step']}x{i}"]
+            assert len(rows) == len(g["refs"])
+            assert {trained["prompts"][j] for j in rows} == {g["prompt_id"]}
+            assert {ref_prompt[r] for r in g["refs"]} == {g["prompt_id"]}
+        assert m["prompts_trained"] == len(t["groups"])
+    return metrics
+
+
+@pytest.fixture
+def trace():
+    """``trace(job_dir)``: the rows of ``<job>/verl/trace.jsonl``."""
+    return _trace
+
+
+@pytest.fixture
+def check_consistency():
+    """``check_consistency(job_dir)``: assert asks, groups and trained rows agree; the metrics."""
+    return _check_consistency

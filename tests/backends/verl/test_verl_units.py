@@ -1,0 +1,190 @@
+"""Fast checks of the verl backend's parts: config, data, rewards, rollout store, CLI, imports."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from rollcli.backends.verl import VerlTrainerDrivenError, create_verl_backend
+from rollcli.backends.verl.config import VerlConfig
+from rollcli.backends.verl.data import DataError, prepare_dataset, prepare_eval_suite
+from rollcli.backends.verl.rewards import compute_score, math_score, toy_reward
+
+needs_verl = pytest.mark.skipif(importlib.util.find_spec("verl") is None, reason="needs verl")
+
+
+def test_config_defaults_and_engine_by_device():
+    assert VerlConfig(model="m").rollout_engine == "vllm"
+    cpu = VerlConfig(model="tiny", device="cpu")
+    assert cpu.rollout_engine == "hf" and cpu.kind == "verl"
+
+
+@pytest.mark.parametrize(
+    ("knobs", "match"),
+    [
+        ({"max_response_len": 0}, "max_response_len"),
+        ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization"),
+        ({"device": "cpu", "rollout_engine": "vllm"}, "vllm"),
+        ({"reward": "nonsense"}, "reward"),
+        ({"gpus_per_node": 8, "tensor_parallel": 3}, "tensor_parallel"),
+        ({"logger": ("console", "nope")}, "logger"),
+        ({"model": ""}, "model"),
+    ],
+)
+def test_config_rejects_bad_knobs(knobs, match):
+    with pytest.raises(ValueError, match=match):
+        VerlConfig(**{"model": "m", **knobs})
+
+
+def test_spec_embeds_config_with_extra_forbidden():
+    import pydantic
+
+    class Holder(pydantic.BaseModel):
+        backend: VerlConfig
+
+    ok = Holder.model_validate({"backend": {"kind": "verl", "model": "m", "logger": ["wandb"]}})
+    assert ok.backend.logger == ("wandb",)
+    with pytest.raises(pydantic.ValidationError):
+        Holder.model_validate({"backend": {"kind": "verl", "model": "m", "bogus": 1}})
+
+
+def test_config_import_stays_light():
+    code = (
+        "import sys, rollcli.backends.verl.config, rollcli.backends.verl, rollcli.cli.data;"
+        "print(json.dumps([m for m in ('torch', 'verl', 'ray', 'pandas') if m in sys.modules]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", "import json;" + code], capture_output=True, text=True, check=True
+    )
+    assert json.loads(out.stdout) == []
+
+
+def test_create_verl_backend_says_it_is_trainer_driven():
+    with pytest.raises(VerlTrainerDrivenError, match="run_train_job"):
+        create_verl_backend({"kind": "verl", "model": "m"}, seed=0)
+
+
+def test_prepare_train_and_suite(tmp_path):
+    import pandas as pd
+
+    path, n = prepare_dataset("math_train", tmp_path / "train.parquet", limit=5)
+    frame = pd.read_parquet(path)
+    assert n == 5 and list(frame["extra_info"].map(lambda e: e["prompt_id"])) == list(range(5))
+    row = frame.iloc[0]
+    assert row["prompt"][0]["role"] == "user" and "\\boxed{}" in row["prompt"][0]["content"]
+    assert row["reward_model"]["ground_truth"] and row["data_source"] == "math_train"
+    path, n = prepare_eval_suite(
+        ["aime24", "amc23"], tmp_path / "val.parquet", samples={"aime24": 8}, limit=2
+    )
+    frame = pd.read_parquet(path)
+    assert list(frame["data_source"]) == ["aime24", "aime24", "amc23", "amc23"]
+    assert [e["k"] for e in frame["extra_info"]] == [8, 8, 1, 1]
+    assert frame.iloc[2]["reward_model"]["ground_truth"] == "27"  # AMC's 27.0
+
+
+def test_prepare_any_jsonl_and_clear_errors(tmp_path):
+    src = tmp_path / "mine.jsonl"
+    src.write_text(
+        '{"question": "1+1?", "final_answer": ["$2$"]}\n{"problem": "x", "answer": 3.0}\n'
+    )
+    import pandas as pd
+
+    path, _ = prepare_dataset(str(src), tmp_path / "mine.parquet")
+    golds = [rm["ground_truth"] for rm in pd.read_parquet(path)["reward_model"]]
+    assert golds == ["2", "3"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "no fields"}\n')
+    with pytest.raises(DataError, match="problem/question and answer"):
+        prepare_dataset(str(bad), tmp_path / "bad.parquet")
+    with pytest.raises(DataError, match="unknown data source"):
+        prepare_dataset("no_such_set", tmp_path / "x.parquet")
+
+
+def test_rewards():
+    assert math_score("so the answer is \\boxed{\\frac{1}{2}}", "0.5") == 1.0
+    assert math_score("\\boxed{3}", "4") == 0.0
+    assert compute_score("aime24", "\\boxed{27}", "27", mode="math") == 1.0
+    coin = [toy_reward(f"r{i}", "7") for i in range(400)]
+    assert set(coin) == {0.0, 1.0} and 0.4 < np.mean(coin) < 0.6
+    assert toy_reward("same", "7") == toy_reward("same", "7")
+    mode = "rollcli.backends.verl.rewards:toy_reward"
+    assert compute_score("x", "same", "7", mode=mode) == toy_reward("same", "7")
+
+
+@needs_verl
+def test_rollout_store_select_retain_and_checkpoint(tmp_path):
+    import torch
+    from verl import DataProto
+
+    from rollcli.backends.verl.rollouts import RolloutStore, pad_for_training
+
+    def round_of(values):
+        n = len(values)
+        return DataProto.from_dict(
+            tensors={
+                "rm_scores": torch.tensor(values, dtype=torch.float32)[:, None],
+                "response_mask": torch.ones(n, 3, dtype=torch.int64),
+            },
+            non_tensors={"uid": np.array([f"u{v}" for v in values], dtype=object)},
+        )
+
+    store = RolloutStore()
+    assert store.add(round_of([0.0, 1.0, 2.0])) == [0, 1, 2]
+    assert store.add(round_of([3.0, 4.0])) == [3, 4]
+    picked = store.select([4, 0, 1, 3])
+    assert picked.batch["rm_scores"][:, 0].tolist() == [4.0, 0.0, 1.0, 3.0]
+    store.retain({1, 3})
+    with pytest.raises(KeyError):
+        store.select([0])
+    store.save(tmp_path)
+    restored = RolloutStore()
+    restored.load(tmp_path)
+    assert restored.next_ref == 5 and len(restored) == 2
+    assert restored.select([3, 1]).batch["rm_scores"][:, 0].tolist() == [3.0, 1.0]
+    padded, pad = pad_for_training(store.select([1, 3]), 4)
+    assert pad == 2 and len(padded) == 4
+    assert padded.batch["response_mask"][2:].sum() == 0  # padding adds no loss tokens
+    assert len(set(padded.non_tensor_batch["uid"])) == 4
+
+
+def test_cli_data_prepare(tmp_path):
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from rollcli.cli.app import app
+
+    runner = CliRunner()
+    out = tmp_path / "verl data"
+    result = runner.invoke(
+        app, ["data", "prepare", "math_train", "aime24", "--out", str(out), "--limit", "3"]
+    )
+    assert result.exit_code == 0, result.output
+    assert len(pd.read_parquet(out / "math_train.parquet")) == 3
+    assert len(pd.read_parquet(out / "aime24.parquet")) == 3
+    result = runner.invoke(
+        app,
+        [
+            "data",
+            "prepare",
+            "aime24",
+            "math500",
+            "--out",
+            str(out),
+            "--suite",
+            "val",
+            "--samples",
+            "aime24=4",
+            "--limit",
+            "2",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    frame = pd.read_parquet(out / "val.parquet")
+    assert [e["k"] for e in frame["extra_info"]] == [4, 4, 1, 1]
+    bad = runner.invoke(app, ["data", "prepare", "aime24", "--samples", "aime24"])
+    assert bad.exit_code == 2
