@@ -97,9 +97,13 @@ def _heatmaps(ablation: Any, out_dir: Path, plt: Any) -> list[Path]:
     files: list[Path] = []
     for allocator in ablation.focus:
         cells: dict[tuple[Any, Any], list[float]] = defaultdict(list)
+        bounded: set[tuple[Any, Any]] = set()
         for r in ablation.results:
             if r.allocator == allocator and math.isfinite(r.speedup.value):
-                cells[(r.values[x_axis], r.values[y_axis])].append(r.speedup.value)
+                key = (r.values[x_axis], r.values[y_axis])
+                cells[key].append(r.speedup.value)
+                if r.speedup.kind != "exact":
+                    bounded.add(key)
         if not cells:
             continue
         xs = sorted(
@@ -113,16 +117,22 @@ def _heatmaps(ablation: Any, out_dir: Path, plt: Any) -> list[Path]:
             for y in ys
         ]
         fig, ax = plt.subplots(figsize=(5.5, 4.2))
-        image = ax.imshow(grid, origin="lower", cmap="RdYlGn", aspect="auto")
+        from matplotlib.colors import TwoSlopeNorm
+
+        finite = [v for row in grid for v in row if math.isfinite(v)]
+        # diverging around 1.0: green = fewer rollouts than the baseline, red = more
+        norm = TwoSlopeNorm(vcenter=1.0, vmin=min(min(finite), 0.99), vmax=max(max(finite), 1.01))
+        image = ax.imshow(grid, origin="lower", cmap="RdYlGn", aspect="auto", norm=norm)
         ax.set_xticks(range(len(xs)), [f"{x:g}" if isinstance(x, float) else str(x) for x in xs])
         ax.set_yticks(range(len(ys)), [f"{y:g}" if isinstance(y, float) else str(y) for y in ys])
         for i, row in enumerate(grid):
             for j, value in enumerate(row):
                 if math.isfinite(value):
-                    ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8)
+                    mark = "<=" if (xs[j], ys[i]) in bounded else ""
+                    ax.text(j, i, f"{mark}{value:.2f}", ha="center", va="center", fontsize=8)
         ax.set_xlabel(x_axis)
         ax.set_ylabel(y_axis)
-        ax.set_title(f"{allocator}: speedup vs baseline (mean over other axes)")
+        ax.set_title(f"{allocator}: speedup vs baseline ('<=': target not reached)", fontsize=10)
         fig.colorbar(image, ax=ax)
         files += _save(fig, out_dir, f"ablation_heatmap_{allocator}")
         plt.close(fig)

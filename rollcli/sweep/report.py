@@ -114,9 +114,14 @@ def analyze_sweep(run_dir: str | Path, *, num_resamples: int = 500) -> Ablation:
                     num_seeds=len(result.seeds),
                 )
             )
-    grid_axes = [key for key in sweep.get("grid_axes", [])]
+    grid_axes = list(sweep.get("grid_axes", []))
+    every = len(sweep["points"])
+    notes = [
+        f"{'every point' if len(where) == every else 'points ' + ', '.join(map(str, where))}: {text}"
+        for text, where in warnings.items()
+    ]
     return Ablation(
-        sweep["name"], list(sweep["axes"]), grid_axes, list(sweep["focus"]), results, warnings
+        sweep["name"], list(sweep["axes"]), grid_axes, list(sweep["focus"]), results, notes
     )
 
 
