@@ -1,0 +1,25 @@
+# Developer tasks (`pip install rust-just` provides `just`). Each recipe is one line you can also copy.
+
+# create .venv and install rollcli with every extra used in development
+setup:
+    python3 -m venv .venv && .venv/bin/pip install -q torch==2.13.0 && .venv/bin/pip install -q torch==2.13.0 -e ".[test,verl,wandb-reports]"
+
+# the whole test suite, exactly as CI runs it (starts the local Slurm cluster when root)
+test *ARGS:
+    bash scripts/test.sh {{ARGS}}
+
+# lint and format check
+lint:
+    .venv/bin/ruff check rollcli tests benchmarks && .venv/bin/ruff format --check rollcli tests benchmarks
+
+# every benchmark; results land in docs/benchmarks/
+bench:
+    for b in benchmarks/bench_*.py; do .venv/bin/python "$b" || exit 1; done
+
+# the main job: the quickstart experiment on this machine
+quickstart:
+    .venv/bin/rollcli run experiments/quickstart.yaml
+
+# the local Slurm cluster used by the integration tests
+slurm action="start":
+    bash scripts/slurm-local.sh {{action}}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Set up everything on a fresh machine (Python 3.11 + pip) and run the whole test suite.
+#   bash scripts/test.sh              # venv, install, local Slurm cluster (as root), pytest
+#   bash scripts/test.sh -k sim       # extra arguments go to pytest
+# CI (.ci/run) runs exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+. .venv/bin/activate
+python -m pip install --quiet --upgrade pip
+# torch first and pinned: an unpinned torch pulls a multi-GB CUDA build.
+python -m pip install --quiet "torch==2.13.0"
+python -m pip install --quiet "torch==2.13.0" -e ".[test,verl,wandb-reports]"
+
+# A real single-node Slurm cluster for the integration tests (needs root and apt).
+if [ "$(id -u)" = 0 ]; then
+  bash scripts/slurm-local.sh start
+else
+  echo "not root: the Slurm integration tests will be skipped" >&2
+fi
+
+export WANDB_MODE="${WANDB_MODE:-disabled}"
+exec python -m pytest -q "$@"
