@@ -18,7 +18,7 @@ from rollcli.analysis.analyze import RunAnalysis, seed_curves
 from rollcli.analysis.load import JobMetrics
 from rollcli.store.atomic import atomic_write_bytes
 
-__all__ = ["write_plots", "seed_band"]
+__all__ = ["write_plots", "seed_band", "save_figure"]
 
 _GRID_POINTS = 200
 
@@ -43,7 +43,8 @@ def seed_band(
     return grid, ys.mean(axis=0), ys.min(axis=0), ys.max(axis=0)
 
 
-def _save(fig, out_dir: Path, stem: str) -> list[Path]:
+def save_figure(fig, out_dir: Path, stem: str) -> list[Path]:
+    """Write ``fig`` as ``<stem>.png`` and ``<stem>.svg`` (atomically, no timestamps inside)."""
     paths = []
     for ext in ("png", "svg"):
         buf = io.BytesIO()
@@ -94,7 +95,7 @@ def write_plots(analysis: RunAnalysis, out_dir: str | Path) -> list[Path]:
     ax.set_title(f"{run.experiment}: eval/{metric} (mean, min-max over seeds{smooth})", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    paths += _save(fig, out_dir, "accuracy")
+    paths += save_figure(fig, out_dir, "accuracy")
     plt.close(fig)
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
@@ -113,7 +114,7 @@ def write_plots(analysis: RunAnalysis, out_dir: str | Path) -> list[Path]:
         ax.set_title(label, fontsize=9)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
-    paths += _save(fig, out_dir, "variance")
+    paths += save_figure(fig, out_dir, "variance")
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -129,6 +130,6 @@ def write_plots(analysis: RunAnalysis, out_dir: str | Path) -> list[Path]:
     ax.set_title(f"{run.experiment}: tokens per step (all generated rollouts)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    paths += _save(fig, out_dir, "tokens")
+    paths += save_figure(fig, out_dir, "tokens")
     plt.close(fig)
     return paths

@@ -51,7 +51,8 @@ class ReportResult:
     files: list[Path] = field(default_factory=list)
 
 
-def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A Markdown table (``|`` inside cells escaped)."""
     def cell(text: str) -> str:
         return str(text).replace("|", "\\|")
 
@@ -70,7 +71,7 @@ def render_markdown(analysis: RunAnalysis) -> str:
         "",
         interval_line(analysis),
         "",
-        _md_table([h for _, h in COLUMNS], [[r[k] for k, _ in COLUMNS] for r in rows]),
+        markdown_table([h for _, h in COLUMNS], [[r[k] for k, _ in COLUMNS] for r in rows]),
         "",
     ]
     seeds = [f"seed {s}" for s in all_seeds(analysis)]
@@ -79,7 +80,7 @@ def render_markdown(analysis: RunAnalysis) -> str:
         parts += [
             f"## {title} to target per seed",
             "",
-            _md_table(
+            markdown_table(
                 ["Allocator", *seeds], [[r["allocator"], *(r[s] for s in seeds)] for r in table]
             ),
             "",

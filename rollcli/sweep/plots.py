@@ -10,21 +10,6 @@ from typing import Any
 __all__ = ["write_ablation_plots"]
 
 
-def _save(fig: Any, out_dir: Path, stem: str) -> list[Path]:
-    import io
-
-    from rollcli.store.atomic import atomic_write_bytes
-
-    paths = []
-    for ext in ("png", "svg"):
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format=ext, dpi=120, bbox_inches="tight")
-        path = out_dir / f"{stem}.{ext}"
-        atomic_write_bytes(path, buffer.getvalue())
-        paths.append(path)
-    return paths
-
-
 def _numeric(values: list[Any]) -> bool:
     return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
 
@@ -39,6 +24,8 @@ def write_ablation_plots(ablation: Any, out_dir: str | Path) -> list[Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from rollcli.analysis.plots import save_figure
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -85,7 +72,7 @@ def write_ablation_plots(ablation: Any, out_dir: str | Path) -> list[Path]:
         ax.set_ylabel("speedup vs baseline (rollouts)")
         ax.set_title(f"{ablation.name}: speedup vs {axis}")
         ax.legend(fontsize=8)
-        files += _save(fig, out_dir, f"ablation_{_slug(axis)}")
+        files += save_figure(fig, out_dir, f"ablation_{_slug(axis)}")
         plt.close(fig)
     if len(ablation.grid_axes) >= 2:
         files += _heatmaps(ablation, out_dir, plt)
@@ -93,6 +80,8 @@ def write_ablation_plots(ablation: Any, out_dir: str | Path) -> list[Path]:
 
 
 def _heatmaps(ablation: Any, out_dir: Path, plt: Any) -> list[Path]:
+    from rollcli.analysis.plots import save_figure
+
     x_axis, y_axis = ablation.grid_axes[:2]
     files: list[Path] = []
     for allocator in ablation.focus:
@@ -134,6 +123,6 @@ def _heatmaps(ablation: Any, out_dir: Path, plt: Any) -> list[Path]:
         ax.set_ylabel(y_axis)
         ax.set_title(f"{allocator}: speedup vs baseline ('<=': target not reached)", fontsize=10)
         fig.colorbar(image, ax=ax)
-        files += _save(fig, out_dir, f"ablation_heatmap_{allocator}")
+        files += save_figure(fig, out_dir, f"ablation_heatmap_{allocator}")
         plt.close(fig)
     return files

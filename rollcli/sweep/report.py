@@ -184,11 +184,10 @@ def ablation_table(ablation: Ablation, *, best_only: bool = False) -> Any:
 
 
 def _markdown(ablation: Ablation) -> str:
+    from rollcli.analysis.report import markdown_table
+
     def table(results: list[PointResult]) -> str:
-        headers, rows = _rows(ablation, results)
-        lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-        lines += ["| " + " | ".join(row) + " |" for row in rows]
-        return "\n".join(lines)
+        return markdown_table(*_rows(ablation, results))
 
     parts = [
         f"# Ablation: {ablation.name}",

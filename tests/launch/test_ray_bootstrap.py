@@ -20,6 +20,7 @@ from rollcli.launch.ray_bootstrap import (
     slurm_hostnames,
     worker_command,
 )
+from rollcli.testing.slurm import cluster_answers
 
 ENV3 = {
     "SLURM_JOB_NODELIST": "gpu[01-02],cpu7",
@@ -77,17 +78,9 @@ def test_inconsistent_environment_is_an_error():
         plan_from_env({**ENV3, "SLURM_JOB_NUM_NODES": "2"}, gpus_per_node=0)
 
 
-def _cluster_answers() -> bool:
-    try:
-        proc = subprocess.run(["sinfo", "-h"], capture_output=True, timeout=5, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return proc.returncode == 0
-
-
 @pytest.mark.slurm
 @pytest.mark.slow
-@pytest.mark.skipif(not _cluster_answers(), reason="no Slurm cluster answers `sinfo`")
+@pytest.mark.skipif(not cluster_answers(), reason="no Slurm cluster answers `sinfo`")
 def test_two_slurm_tasks_form_one_ray_cluster(tmp_path: Path):
     pytest.importorskip("ray")
     job_dir = tmp_path / "ray job 'x'"

@@ -20,22 +20,14 @@ from rollcli.launch.sbatch import render_sbatch
 from rollcli.launch.slurm import SlurmExecutor, read_max_array_size, sacct_states
 from rollcli.store.atomic import atomic_write_json, read_jsonl
 from rollcli.store.state import read_state
-
-
-def _cluster_answers() -> bool:
-    try:
-        proc = subprocess.run(["sinfo", "-h"], capture_output=True, timeout=5, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return proc.returncode == 0
-
+from rollcli.testing.slurm import NO_CLUSTER_REASON, cluster_answers
 
 pytestmark = [
     pytest.mark.slurm,
     pytest.mark.slow,
     pytest.mark.skipif(
-        not _cluster_answers(),
-        reason="no Slurm cluster answers `sinfo` (start one: sudo bash scripts/slurm-local.sh start)",
+        not cluster_answers(),
+        reason=NO_CLUSTER_REASON,
     ),
 ]
 

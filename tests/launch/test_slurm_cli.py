@@ -4,7 +4,6 @@ end to end on the REAL local cluster (skipped with the reason when ``sinfo`` doe
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from pathlib import Path
 
@@ -13,26 +12,19 @@ from typer.testing import CliRunner
 
 from rollcli.cli.app import app
 from rollcli.store.state import read_state
-
-
-def _cluster_answers() -> bool:
-    try:
-        proc = subprocess.run(["sinfo", "-h"], capture_output=True, timeout=5, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return proc.returncode == 0
-
+from rollcli.testing.slurm import NO_CLUSTER_REASON, cluster_answers
 
 pytestmark = [
     pytest.mark.slurm,
     pytest.mark.slow,
     pytest.mark.skipif(
-        not _cluster_answers(),
-        reason="no Slurm cluster answers `sinfo` (start one: sudo bash scripts/slurm-local.sh start)",
+        not cluster_answers(),
+        reason=NO_CLUSTER_REASON,
     ),
 ]
 
-SPEC = Path(__file__).resolve().parents[2] / "experiments" / "quickstart.yaml"
+# the sim quickstart template: seconds a job, no base model to build
+SPEC = Path(__file__).resolve().parents[2] / "templates" / "specs" / "quickstart.yaml"
 SLURM = ["launch.executor=slurm", "launch.time=00:30:00", "launch.array_parallelism=4", "seeds=[0]"]
 
 

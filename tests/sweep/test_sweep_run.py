@@ -10,6 +10,7 @@ import pytest
 from rollcli.errors import SpecError
 from rollcli.sweep.file import load_sweep_file
 from rollcli.sweep.plan import plan_sweep
+from rollcli.testing.slurm import NO_CLUSTER_REASON, cluster_answers
 
 BASE = """\
 name: base
@@ -118,3 +119,29 @@ def test_sweep_runs_resumes_and_reports(sweep_dir: Path, cli):
     assert again.exit_code == 0, again.output
     assert "10 already done" in again.output
     assert {p: p.stat().st_mtime_ns for p in run_dir.glob("jobs/*/metrics.jsonl")} == mtimes
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+@pytest.mark.skipif(not cluster_answers(), reason=NO_CLUSTER_REASON)
+def test_sweep_runs_on_the_local_slurm_cluster(sweep_dir: Path, cli):
+    """The same sweep as Slurm arrays on the real local cluster, ending in the ablation report."""
+    runs = sweep_dir / "slurm runs"
+    result = cli(
+        [
+            "sweep",
+            sweep_dir / "sweep.yaml",
+            "launch.executor=slurm",
+            "launch.time=00:30:00",
+            "launch.array_parallelism=4",
+            "--runs-dir",
+            runs,
+        ]
+    )
+    assert result.exit_code == 0, result.output
+    run_dir = runs / "pc-mini"
+    states = [json.loads(p.read_text()) for p in run_dir.glob("jobs/*/state.json")]
+    assert [s["status"] for s in states] == ["done"] * 10
+    assert all("_" in s["slurm"]["job_id"] for s in states)  # submitted as array tasks
+    ablation = json.loads((run_dir / "report" / "ablation.json").read_text())
+    assert len(ablation["points"]) == 4
