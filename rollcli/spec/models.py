@@ -14,7 +14,7 @@ import functools
 import importlib
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_serializer
 
 __all__ = [
     "BACKEND_CONFIGS",
@@ -65,6 +65,17 @@ class EvalSpec(_Frozen):
     top_p: float = Field(1.0, gt=0, le=1)
     max_tokens: int | None = Field(None, ge=1)
     jobs: bool = Field(False, description="verl: evaluate checkpoints in separate eval jobs")
+    limit: int | None = Field(
+        None, ge=1, description="eval jobs: the first N problems of each benchmark (smoke runs)"
+    )
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_limit(self, handler: Any) -> dict[str, Any]:
+        # an unset limit stays out of the dumped spec, so job ids of existing specs do not change
+        data = handler(self)
+        if isinstance(data, dict) and data.get("limit") is None:
+            data.pop("limit", None)
+        return data
 
 
 class TargetSpec(_Frozen):

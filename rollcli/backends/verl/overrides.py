@@ -173,7 +173,10 @@ def compile_overrides(job: Mapping[str, Any], paths: VerlPaths) -> list[str]:
         "trainer.val_before_train": backend.val_before_train,
         "trainer.default_local_dir": paths.checkpoints,
         "trainer.resume_mode": "auto",
-        "trainer.max_actor_ckpt_to_keep": backend.max_ckpt_to_keep,
+        # eval jobs evaluate every saved checkpoint after training: keep them all
+        "trainer.max_actor_ckpt_to_keep": None
+        if evaluation.get("jobs")
+        else backend.max_ckpt_to_keep,
         "trainer.project_name": project,
         "trainer.experiment_name": experiment,
         "trainer.logger": list(backend.logger),

@@ -153,3 +153,13 @@ def test_paths_with_quotes_and_spaces_survive_composition(tmp_path):
     assert config.rollcli.job_dir == str(job_dir.resolve())
     assert config.actor_rollout_ref.model.path == str(job_dir / "model")
     assert config.trainer.test_freq == -1 and config.trainer.val_before_train is False  # no suite
+
+
+def test_eval_jobs_keep_every_checkpoint():
+    """Eval jobs run after training and evaluate every checkpoint: verl must not rotate them out."""
+    job = pc_h200_job()
+    kept = [line for line in compile_overrides(job, PATHS) if "max_actor_ckpt_to_keep" in line]
+    assert kept == ["trainer.max_actor_ckpt_to_keep=2"]
+    job["eval"] = {**job["eval"], "jobs": True}
+    kept = [line for line in compile_overrides(job, PATHS) if "max_actor_ckpt_to_keep" in line]
+    assert kept == ["trainer.max_actor_ckpt_to_keep=null"]
