@@ -178,14 +178,10 @@ def run_allocators(
 
 
 def _crossing(xs: np.ndarray, ys: np.ndarray, target: float) -> float | None:
-    above = np.nonzero(ys >= target)[0]
-    if above.size == 0:
-        return None
-    i = int(above[0])
-    if i == 0:
-        return float(xs[0])
-    x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
-    return float(x0 + (target - y0) * (x1 - x0) / (y1 - y0))
+    """First interpolated crossing of the target (rollcli.analysis's rule), None if never."""
+    from rollcli.analysis.curves import first_crossing
+
+    return first_crossing(xs, ys, target).number()
 
 
 def _curve(rows: list[dict[str, Any]], axis: str) -> tuple[np.ndarray, np.ndarray]:
