@@ -1,8 +1,9 @@
 """Core benchmark: allocator decision time, sim throughput, and rollouts-to-target on the sim.
 
-Run ``python benchmarks/bench_core.py`` (about two minutes on one core). It prints three rich
+Run ``python benchmarks/bench_core.py`` (a few minutes on one core). It prints three rich
 tables and writes them, with the command, the machine and the settings, to
-``docs/benchmarks/core.md``:
+``docs/benchmarks/core.md``. ``--only decision|throughput|target`` runs one part and replaces
+only that part's tables in the file:
 
 (a) allocator decision time per step (start_step/ask/tell/train_groups/live_refs, generation
     excluded) for pools of 1k, 10k and 100k prompts, every registered allocator, 4096 rollouts
@@ -204,15 +205,11 @@ def bench_throughput() -> list[dict[str, Any]]:
 
 # -- (c) rollouts-to-target ------------------------------------------------------------------
 def first_crossing(xs: np.ndarray, ys: np.ndarray, target: float) -> float:
-    """x at which ys first reaches target, linearly interpolated; nan if never."""
-    hit = np.flatnonzero(ys >= target)
-    if hit.size == 0:
-        return float("nan")
-    k = int(hit[0])
-    if k == 0:
-        return float(xs[0])
-    x0, x1, y0, y1 = xs[k - 1], xs[k], ys[k - 1], ys[k]
-    return float(x0 + (target - y0) / (y1 - y0) * (x1 - x0))
+    """x at which ys first reaches target (rollcli.analysis's rule); nan if never."""
+    from rollcli.analysis.curves import first_crossing as crossing
+
+    value = crossing(xs, ys, target).number()
+    return float("nan") if value is None else value
 
 
 def run_curve(
@@ -426,21 +423,50 @@ def to_markdown(title: str, header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+PARTS = {"decision": "(a)", "throughput": "(b)", "target": "(c)"}
+
+
+def replace_part(text: str, label: str, sections: list[str], note: str) -> str:
+    """``text`` (core.md) with its ``### <label> ...`` sections replaced by ``sections``."""
+    head, *old = text.split("\n### ")
+    old = ["### " + sec for sec in old]
+    kept = [sec for sec in old if not sec.startswith(f"### {label} ")]
+    if len(kept) == len(old):
+        raise SystemExit(f"{OUT} has no {label} table to replace; run the whole benchmark")
+    first = next(i for i, sec in enumerate(old) if sec.startswith(f"### {label} "))
+    new = [sec.rstrip("\n") + "\n" for sec in sections]
+    new[-1] += f"\n{note}\n"
+    merged = kept[:first] + new + kept[first:]
+    return head.rstrip("\n") + "\n\n" + "\n".join(merged)
+
+
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--only", choices=sorted(PARTS), help="run one part; update its tables")
+    only = parser.parse_args(argv).only
     console = Console(width=220)
     kinds = [k for k in COMPARED if k in ALLOCATORS]
     missing = [k for k in COMPARED if k not in ALLOCATORS]
     started = time.perf_counter()
-    console.print("[bold](a)[/] decision time ...")
-    decision = bench_decision(sorted(ALLOCATORS))
-    console.print("[bold](b)[/] sim throughput ...")
-    throughput = bench_throughput()
+    decision: list[dict[str, Any]] = []
+    throughput: list[dict[str, Any]] = []
     targets = []
-    for name, budget, steps, knobs in SCENARIOS:
-        console.print(f"[bold](c)[/] rollouts-to-target, {name} scenario ...")
-        targets.append((name, budget, steps, knobs, bench_target(kinds, budget, steps, knobs)))
+    if only in (None, "decision"):
+        console.print("[bold](a)[/] decision time ...")
+        decision = bench_decision(sorted(ALLOCATORS))
+    if only in (None, "throughput"):
+        console.print("[bold](b)[/] sim throughput ...")
+        throughput = bench_throughput()
+    if only in (None, "target"):
+        for name, budget, steps, knobs in SCENARIOS:
+            console.print(f"[bold](c)[/] rollouts-to-target, {name} scenario ...")
+            targets.append((name, budget, steps, knobs, bench_target(kinds, budget, steps, knobs)))
     elapsed = time.perf_counter() - started
     rendered = tables(decision, throughput, targets)
+    if only is not None:
+        rendered = [t for t in rendered if t[0].startswith(PARTS[only])]
     for title, header, rows in rendered:
         table = Table(title=title, title_justify="left")
         for column in header:
@@ -449,6 +475,17 @@ def main() -> None:
             table.add_row(*row)
         console.print(table)
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    from rollcli.store.atomic import atomic_write_text
+
+    if only is not None:
+        note = (
+            f"{PARTS[only]} rerun alone: `python benchmarks/bench_core.py --only {only}` "
+            f"({elapsed:.0f} s), {now}; the other tables are from the run above."
+        )
+        text = replace_part(OUT.read_text(), PARTS[only], [to_markdown(*t) for t in rendered], note)
+        atomic_write_text(OUT, text)
+        console.print(f"updated {PARTS[only]} in {OUT.relative_to(ROOT)} in {elapsed:.0f} s")
+        return
     header = [
         "# Core benchmark (allocators on the sim backend)",
         "",
@@ -465,8 +502,6 @@ def main() -> None:
         "",
     ]
     body = "\n".join(to_markdown(*t) for t in rendered)
-    from rollcli.store.atomic import atomic_write_text
-
     atomic_write_text(OUT, "\n".join(header) + "\n" + body)
     console.print(f"wrote {OUT.relative_to(ROOT)} in {elapsed:.0f} s")
 

@@ -18,6 +18,7 @@ deferral, eviction), the budget ledger and the abstract base class. Pure Python 
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -47,7 +48,15 @@ class AllocatorError(RuntimeError):
     """An allocator was driven against its protocol or cannot continue (e.g. max rounds hit)."""
 
 
-@dataclass(frozen=True)
+# The value types below are frozen dataclasses (fields, repr, equality, hashing, replace() as
+# usual) with ``__slots__`` and a hand-written ``__init__`` (same signature, same checks). A step
+# builds one of each per prompt, so construction is on the hot path: slots halve the objects the
+# garbage collector tracks, and ``__init__`` fills each slot through its descriptor's setter
+# (``_setters`` below), which is what a frozen ``__init__`` must do, without ``__post_init__``
+# and without looking each field up by name in ``object.__setattr__``.
+
+
+@dataclass(frozen=True, init=False, slots=True)
 class AskItem:
     """Generate ``num_rollouts`` rollouts of ``prompt_id``, tagged with a phase (pilot, commit, ...)."""
 
@@ -55,9 +64,12 @@ class AskItem:
     num_rollouts: int
     phase: str = "main"
 
-    def __post_init__(self) -> None:
-        if self.num_rollouts <= 0:
-            raise ValueError(f"num_rollouts must be positive, got {self.num_rollouts}")
+    def __init__(self, prompt_id: int, num_rollouts: int, phase: str = "main") -> None:
+        if num_rollouts <= 0:
+            raise ValueError(f"num_rollouts must be positive, got {num_rollouts}")
+        _askitem_set[0](self, prompt_id)
+        _askitem_set[1](self, num_rollouts)
+        _askitem_set[2](self, phase)
 
 
 @dataclass(frozen=True)
@@ -78,7 +90,7 @@ class Ask:
         return len(self.items)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, slots=True)
 class Outcome:
     """What the backend generated for one :class:`AskItem`, in the same order as the ask.
 
@@ -94,20 +106,34 @@ class Outcome:
     policy_version: int
     refs: tuple[RolloutRef, ...]
 
-    def __post_init__(self) -> None:
-        n = len(self.refs)
-        if len(self.rewards) != n or len(self.num_tokens) != n:
+    def __init__(
+        self,
+        prompt_id: int,
+        phase: str,
+        rewards: np.ndarray,
+        num_tokens: np.ndarray,
+        policy_version: int,
+        refs: tuple[RolloutRef, ...],
+    ) -> None:
+        n = len(refs)
+        if len(rewards) != n or len(num_tokens) != n:
             raise ValueError(
-                f"outcome of prompt {self.prompt_id}: {len(self.rewards)} rewards, "
-                f"{len(self.num_tokens)} token counts and {n} refs must be equal"
+                f"outcome of prompt {prompt_id}: {len(rewards)} rewards, "
+                f"{len(num_tokens)} token counts and {n} refs must be equal"
             )
+        _outcome_set[0](self, prompt_id)
+        _outcome_set[1](self, phase)
+        _outcome_set[2](self, rewards)
+        _outcome_set[3](self, num_tokens)
+        _outcome_set[4](self, policy_version)
+        _outcome_set[5](self, refs)
 
     @property
     def num_rollouts(self) -> int:
         return len(self.refs)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False, slots=True)
 class Group:
     """One GRPO group to train on: a prompt and the rollouts whose rewards are normalised together.
 
@@ -120,6 +146,11 @@ class Group:
     refs: tuple[RolloutRef, ...]
     rewards: np.ndarray
 
+    def __init__(self, prompt_id: int, refs: tuple[RolloutRef, ...], rewards: np.ndarray) -> None:
+        _group_set[0](self, prompt_id)
+        _group_set[1](self, refs)
+        _group_set[2](self, rewards)
+
     @property
     def size(self) -> int:
         return len(self.refs)
@@ -128,6 +159,16 @@ class Group:
     def reward_variance(self) -> float:
         """Population variance of the group's rewards (0 for a group that teaches nothing)."""
         return float(np.var(self.rewards)) if len(self.rewards) else 0.0
+
+
+def _setters(cls: type) -> tuple[Any, ...]:
+    """The slot setters of a frozen slots dataclass, in field order (for its ``__init__``)."""
+    return tuple(cls.__dict__[f.name].__set__ for f in dataclasses.fields(cls))
+
+
+_askitem_set = _setters(AskItem)
+_outcome_set = _setters(Outcome)
+_group_set = _setters(Group)
 
 
 @dataclass
@@ -146,12 +187,17 @@ class BudgetLedger:
         self.step_groups = self.step_zero_variance_groups = 0
 
     def record(self, outcomes: Iterable[Outcome]) -> None:
-        outcomes = [o for o in outcomes if o.num_rollouts]
+        outcomes = list(outcomes)
+        counts = [len(o.refs) for o in outcomes]
+        if 0 in counts:
+            outcomes = [o for o, n in zip(outcomes, counts, strict=True) if n]
+            counts = [n for n in counts if n]
         if not outcomes:
             return
         # one vectorised pass over all groups: a step can hold tens of thousands of prompts
-        sizes = np.fromiter((o.num_rollouts for o in outcomes), dtype=np.int64, count=len(outcomes))
-        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        sizes = np.array(counts, dtype=np.int64)
+        starts = np.zeros_like(sizes)
+        np.cumsum(sizes[:-1], out=starts[1:])
         rewards = np.concatenate([o.rewards for o in outcomes]).astype(float, copy=False)
         tokens = int(np.concatenate([o.num_tokens for o in outcomes]).sum())
         flat = (np.maximum.reduceat(rewards, starts) == np.minimum.reduceat(rewards, starts)) & (
@@ -180,6 +226,10 @@ class PromptSource:
     ``take(k)`` returns up to ``k`` prompts of the current epoch not yet handed out, starting a
     new epoch (new permutation, deferred prompts back in) when the epoch is exhausted and
     ``wrap`` is true. Deferred prompts skip the rest of this epoch; evicted ones never return.
+
+    Internally a numpy copy of the order and a mask of the prompts that are deferred or evicted
+    let ``take`` and ``remaining_in_epoch`` scan the order vectorised; the sets stay the truth
+    (state, counts) and every change to them goes through the methods below.
     """
 
     num_prompts: int
@@ -193,12 +243,25 @@ class PromptSource:
     def __post_init__(self) -> None:
         if self.num_prompts <= 0:
             raise ValueError("the prompt pool is empty")
-        if not self._order:
-            self._order = self._permutation(self.epoch)
+        if self._order:
+            self._sync(np.asarray(self._order, dtype=np.int64))
+        else:
+            self._sync(self._permutation(self.epoch))
 
-    def _permutation(self, epoch: int) -> list[int]:
-        rng = np.random.default_rng([self.seed, epoch])
-        return [int(i) for i in rng.permutation(self.num_prompts)]
+    def _permutation(self, epoch: int) -> np.ndarray:
+        return np.random.default_rng([self.seed, epoch]).permutation(self.num_prompts)
+
+    def _sync(self, order: np.ndarray) -> None:
+        """Set the epoch's order; rebuild the blocked mask from the two sets."""
+        self._order_arr = order
+        self._order = order.tolist()
+        self._blocked = np.zeros(self.num_prompts, dtype=bool)
+        for prompt in self._deferred | self._evicted:
+            self._block(prompt)
+
+    def _block(self, prompt_id: int) -> None:
+        if 0 <= prompt_id < self.num_prompts:  # other ids never occur in the order
+            self._blocked[prompt_id] = True
 
     @property
     def num_active(self) -> int:
@@ -216,11 +279,10 @@ class PromptSource:
         return prompt_id in self._evicted
 
     def remaining_in_epoch(self) -> int:
-        return sum(
-            1
-            for p in self._order[self._cursor :]
-            if p not in self._evicted and p not in self._deferred
-        )
+        rest = self._order_arr[self._cursor :]
+        if not (self._deferred or self._evicted):
+            return int(rest.size)
+        return int(rest.size - np.count_nonzero(self._blocked[rest]))
 
     def take(self, k: int, *, wrap: bool = True) -> list[int]:
         """Hand out up to ``k`` prompts; crossing an epoch boundary starts the next epoch.
@@ -228,41 +290,66 @@ class PromptSource:
         At most one boundary is crossed per call, so ``k`` larger than the active pool returns
         fewer prompts (each once) instead of looping over epochs.
         """
+        taken = self._scan(k, ())
+        if len(taken) < k and wrap and self.num_active != 0:
+            # _scan stopped short only at the end of the epoch
+            self.new_epoch()
+            if self.remaining_in_epoch() > 0:
+                taken += self._scan(k - len(taken), taken)
+        return taken
+
+    def _scan(self, need: int, exclude: Sequence[int]) -> list[int]:
+        """Up to ``need`` prompts of this epoch from the cursor on, skipping blocked and ``exclude``.
+
+        The cursor ends just past the last prompt taken, or at the end of the epoch.
+        """
+        order, cursor = self._order_arr, self._cursor
+        size = order.size
+        if need <= 0 or cursor >= size:
+            return []
+        if not (self._deferred or self._evicted or exclude):
+            end = min(cursor + need, size)
+            self._cursor = end
+            return order[cursor:end].tolist()
+        blocked = self._blocked
+        if exclude:
+            blocked = blocked.copy()
+            blocked[np.asarray(exclude, dtype=np.int64)] = True
         taken: list[int] = []
-        seen: set[int] = set()
-        crossed = False
-        while len(taken) < k:
-            if self._cursor >= len(self._order):
-                if not wrap or crossed or self.num_active == 0:
-                    break
-                self.new_epoch()
-                crossed = True
-                if self.remaining_in_epoch() == 0:
-                    break
-            prompt = self._order[self._cursor]
-            self._cursor += 1
-            if prompt in self._evicted or prompt in self._deferred or prompt in seen:
-                continue
-            taken.append(prompt)
-            seen.add(prompt)
+        chunk = max(2 * need, 256)
+        while need > 0 and cursor < size:
+            window = order[cursor : cursor + chunk]
+            free = np.flatnonzero(~blocked[window])
+            if free.size >= need:
+                taken += window[free[:need]].tolist()
+                cursor += int(free[need - 1]) + 1
+                need = 0
+            else:
+                taken += window[free].tolist()
+                cursor += window.size
+                need -= free.size
+                chunk *= 2
+        self._cursor = cursor
         return taken
 
     def new_epoch(self) -> None:
         """Start the next epoch: new order, deferred prompts come back."""
         self.epoch += 1
-        self._order = self._permutation(self.epoch)
         self._cursor = 0
         self._deferred.clear()
+        self._sync(self._permutation(self.epoch))
 
     def defer(self, prompt_id: int) -> None:
         """Skip this prompt for the rest of the epoch; it returns in the next one."""
         if prompt_id not in self._evicted:
             self._deferred.add(prompt_id)
+            self._block(prompt_id)
 
     def evict(self, prompt_id: int) -> None:
         """Remove this prompt from the pool for the rest of training."""
         self._evicted.add(prompt_id)
         self._deferred.discard(prompt_id)
+        self._block(prompt_id)
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -281,10 +368,10 @@ class PromptSource:
             )
         self.seed = int(state["seed"])
         self.epoch = int(state["epoch"])
-        self._order = self._permutation(self.epoch)
         self._cursor = int(state["cursor"])
         self._deferred = {int(p) for p in state["deferred"]}
         self._evicted = {int(p) for p in state["evicted"]}
+        self._sync(self._permutation(self.epoch))
 
 
 class BaseAllocator(abc.ABC):
@@ -353,14 +440,19 @@ class BaseAllocator(abc.ABC):
         ask = self._pending
         if ask is None:
             raise AllocatorError("tell() without a pending ask")
-        if len(outcomes) != len(ask.items):
-            raise AllocatorError(f"ask had {len(ask.items)} items, told {len(outcomes)} outcomes")
-        for item, outcome in zip(ask.items, outcomes, strict=True):
-            if item.prompt_id != outcome.prompt_id or item.num_rollouts != outcome.num_rollouts:
-                raise AllocatorError(
-                    f"outcome for prompt {outcome.prompt_id} ({outcome.num_rollouts} rollouts) does "
-                    f"not answer ask item {item.prompt_id} ({item.num_rollouts} rollouts)"
-                )
+        items = ask.items
+        if len(outcomes) != len(items):
+            raise AllocatorError(f"ask had {len(items)} items, told {len(outcomes)} outcomes")
+        # compared as whole lists (a step can tell thousands of outcomes); the loop finds the culprit
+        if [i.prompt_id for i in items] != [o.prompt_id for o in outcomes] or [
+            i.num_rollouts for i in items
+        ] != [len(o.refs) for o in outcomes]:
+            for item, outcome in zip(items, outcomes, strict=True):
+                if item.prompt_id != outcome.prompt_id or item.num_rollouts != outcome.num_rollouts:
+                    raise AllocatorError(
+                        f"outcome for prompt {outcome.prompt_id} ({outcome.num_rollouts} rollouts) "
+                        f"does not answer ask item {item.prompt_id} ({item.num_rollouts} rollouts)"
+                    )
         self._pending = None
         self.ledger.record(outcomes)
         self._tell(list(outcomes))

@@ -53,7 +53,8 @@ class UniformAllocator(BaseAllocator):
             return None
         self._asked = True
         prompts = self.source.take(self.batch_prompts)
-        return Ask(tuple(AskItem(p, self.config.n, "main") for p in prompts))
+        n = self.config.n
+        return Ask(tuple([AskItem(p, n, "main") for p in prompts]))
 
     def _tell(self, outcomes: list[Outcome]) -> None:
         self._groups = [Group(o.prompt_id, o.refs, o.rewards) for o in outcomes]

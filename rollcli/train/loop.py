@@ -22,20 +22,48 @@ __all__ = ["TrainLoop", "mean_group_variance"]
 
 # allocator.stats() keys that get top-level columns; every other key becomes alloc/<key>.
 _TOP_LEVEL_STATS = ("evicted", "deferred", "epoch")
+_FLOAT64 = np.dtype(np.float64)
 
 
 def mean_group_variance(reward_arrays: Sequence[np.ndarray]) -> float:
     """Mean over groups of the population variance of each group's rewards (0 for no groups)."""
     if not reward_arrays:
         return 0.0
-    sizes = np.fromiter((len(r) for r in reward_arrays), np.int64, len(reward_arrays))
-    rewards = np.concatenate(reward_arrays).astype(np.float64, copy=False)
+    rewards, sizes = _flatten(reward_arrays)
+    return _mean_group_variance(rewards, sizes)
+
+
+def _flatten(reward_arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """All rewards as one float64 array, and each array's size."""
+    sizes = np.array([len(r) for r in reward_arrays], dtype=np.int64)
+    return np.concatenate(reward_arrays).astype(np.float64, copy=False), sizes
+
+
+def _mean_group_variance(rewards: np.ndarray, sizes: np.ndarray) -> float:
     gid = np.repeat(np.arange(sizes.size), sizes)
     safe = np.maximum(sizes, 1)
     mean = np.bincount(gid, rewards, sizes.size) / safe
     centred = rewards - mean[gid]
     var = np.bincount(gid, centred * centred, sizes.size) / safe
     return float(var.mean())
+
+
+def _same_arrays(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> bool:
+    """Whether ``a`` and ``b`` hold the very same array objects in the same order."""
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+def _reward_sum(reward_arrays: Sequence[np.ndarray], flat: np.ndarray) -> float:
+    """``sum(np.sum(r) for r in reward_arrays)`` exactly, from their concatenation when that is safe.
+
+    Integer-valued rewards (binary, or small scores) are summed without rounding in any order,
+    so one vectorised sum gives the same float; other rewards keep the per-array order.
+    """
+    if {r.dtype for r in reward_arrays} == {_FLOAT64}:
+        magnitude = float(np.abs(flat).sum())
+        if magnitude < 2.0**53 and np.array_equal(flat, np.rint(flat)):
+            return float(flat.sum()) + 0.0  # + 0.0: a zero total is +0.0, as sum() from 0 gives
+    return float(sum(float(np.sum(r)) for r in reward_arrays))
 
 
 class TrainLoop:
@@ -112,7 +140,7 @@ class TrainLoop:
             t0 = time.perf_counter()
             t_gen += t0 - t1
             allocator.tell(outcomes)
-            generated.extend(o.rewards for o in outcomes)
+            generated += [o.rewards for o in outcomes]
         t0 = time.perf_counter()
         groups = allocator.train_groups()
         t1 = time.perf_counter()
@@ -147,8 +175,14 @@ class TrainLoop:
         update_metrics: Mapping[str, Any],
     ) -> dict[str, Any]:
         ledger = self.allocator.ledger
-        num_generated = sum(len(r) for r in generated)
-        reward_sum = float(sum(float(np.sum(r)) for r in generated))
+        if generated:
+            flat, sizes = _flatten(generated)
+            num_generated = int(sizes.sum())
+            reward_sum = _reward_sum(generated, flat)
+            gen_reward_var = _mean_group_variance(flat, sizes)
+        else:
+            num_generated, reward_sum, gen_reward_var = 0, 0.0, 0.0
+        trained = [g.rewards for g in groups]
         stats = self.allocator.stats()
         row: dict[str, Any] = {
             "step": step,
@@ -157,13 +191,15 @@ class TrainLoop:
             "step_rollouts": int(ledger.step_rollouts),
             "step_tokens": int(ledger.step_tokens),
             "reward_mean": reward_sum / num_generated if num_generated else 0.0,
-            "reward_var": mean_group_variance([g.rewards for g in groups]),
-            "gen_reward_var": mean_group_variance(generated),
+            "reward_var": gen_reward_var
+            if _same_arrays(trained, generated)
+            else mean_group_variance(trained),
+            "gen_reward_var": gen_reward_var,
             "zero_var_frac": (
                 ledger.step_zero_variance_groups / ledger.step_groups if ledger.step_groups else 0.0
             ),
             "prompts_trained": len(groups),
-            "rollouts_trained": int(sum(g.size for g in groups)),
+            "rollouts_trained": sum([len(g.refs) for g in groups]),
             "evicted": int(stats.get("evicted", 0)),
             "deferred": int(stats.get("deferred", 0)),
             "epoch": int(stats.get("epoch", 0)),

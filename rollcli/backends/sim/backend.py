@@ -85,8 +85,9 @@ class SimBackend(BaseBackend):
         items = ask.items
         if not items:
             return []
-        ids = self._check_ids(np.fromiter((i.prompt_id for i in items), np.int64, len(items)))
-        counts = np.fromiter((i.num_rollouts for i in items), np.int64, len(items))
+        ids = self._check_ids(np.array([i.prompt_id for i in items], dtype=np.int64))
+        counts_list = [i.num_rollouts for i in items]
+        counts = np.array(counts_list, dtype=np.int64)
         n = int(counts.sum())
         cfg = self.config
         per_rollout = np.repeat(np.arange(len(items)), counts)
@@ -97,37 +98,49 @@ class SimBackend(BaseBackend):
         if cfg.length_sigma > 0:
             lengths = lengths * np.exp(cfg.length_sigma * self.rng.standard_normal(n))
         tokens = np.clip(np.rint(lengths), 1, cfg.max_tokens).astype(np.int64)
+        k = cfg.num_skills
+        # drawn flat and reshaped: the same numbers as standard_normal((n, k)), faster
         noise = (
-            self.rng.standard_normal((n, cfg.num_skills))
+            self.rng.standard_normal(n * k).reshape(n, k)
             if cfg.score_noise > 0
-            else np.zeros((n, cfg.num_skills))
+            else np.zeros((n, k))
         )
         first = self._next_ref
-        refs = np.arange(first, first + n, dtype=np.int64)
         self._next_ref = first + n
-        self._append(refs=refs, prompt=ids[per_rollout], reward=rewards, tokens=tokens, noise=noise)
+        self._append(
+            refs=np.arange(first, first + n, dtype=np.int64),
+            prompt=ids[per_rollout],
+            reward=rewards,
+            tokens=tokens,
+            noise=noise,
+        )
 
-        outcomes = []
-        ends = np.cumsum(counts).tolist()
-        start = 0
-        version = self._version
-        for item, end in zip(items, ends, strict=True):
-            outcomes.append(
-                Outcome(
-                    item.prompt_id,
-                    item.phase,
-                    rewards[start:end],
-                    tokens[start:end],
-                    version,
-                    tuple(range(first + start, first + end)),
-                )
+        # one Outcome per item: views into the step's arrays, refs sliced from one tuple
+        all_refs = tuple(range(first, first + n))
+        ends = list(itertools.accumulate(counts_list))
+        starts = [0, *ends[:-1]]
+        if counts_list.count(counts_list[0]) == len(counts_list):  # equal counts: row views
+            per_item = counts_list[0]
+            item_rewards = list(rewards.reshape(-1, per_item))
+            item_tokens = list(tokens.reshape(-1, per_item))
+        else:
+            item_rewards = [rewards[a:b] for a, b in zip(starts, ends, strict=True)]
+            item_tokens = [tokens[a:b] for a, b in zip(starts, ends, strict=True)]
+        return list(
+            map(
+                Outcome,
+                [i.prompt_id for i in items],
+                [i.phase for i in items],
+                item_rewards,
+                item_tokens,
+                itertools.repeat(self._version),
+                [all_refs[a:b] for a, b in zip(starts, ends, strict=True)],
             )
-            start = end
-        return outcomes
+        )
 
     def update(self, groups: list[Group]) -> dict[str, float]:
         cfg = self.config
-        sizes = np.fromiter((g.size for g in groups), np.int64, len(groups))
+        sizes = np.array([len(g.refs) for g in groups], dtype=np.int64)
         total = int(sizes.sum())
         k = cfg.num_skills
         grad = np.zeros(k)
@@ -139,7 +152,7 @@ class SimBackend(BaseBackend):
                 itertools.chain.from_iterable(g.refs for g in groups), np.int64, total
             )
             idx = self._lookup(refs)
-            group_prompts = np.fromiter((g.prompt_id for g in groups), np.int64, len(groups))
+            group_prompts = np.array([g.prompt_id for g in groups], dtype=np.int64)
             prompt = self._store["prompt"][idx]
             gid = np.repeat(np.arange(len(groups)), sizes)
             if not np.array_equal(prompt, group_prompts[gid]):
@@ -262,9 +275,14 @@ class SimBackend(BaseBackend):
 
     def _lookup(self, refs: np.ndarray) -> np.ndarray:
         stored = self._store["refs"]  # ascending: refs come from a counter, retain keeps order
-        idx = np.searchsorted(stored, refs)
-        found = idx < stored.size
-        found[found] = stored[idx[found]] == refs[found]
+        if stored.size and int(stored[-1]) - int(stored[0]) == stored.size - 1:
+            # unique, ascending and without gaps (the usual case): the index is an offset
+            idx = refs - stored[0]
+            found = (idx >= 0) & (idx < stored.size)
+        else:
+            idx = np.searchsorted(stored, refs)
+            found = idx < stored.size
+            found[found] = stored[idx[found]] == refs[found]
         if not found.all():
             missing = int(refs[~found][0])
             raise KeyError(f"rollout {missing} is unknown or was freed by retain()")
