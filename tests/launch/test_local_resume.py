@@ -26,7 +26,8 @@ from rollcli.store.layout import job_dir
 from rollcli.store.lock import lock_holder
 from rollcli.store.state import read_state
 
-STEPS = 60
+# long enough that a job is still running when the test interrupts it, even on an idle machine
+STEPS = 300
 RUN = "from rollcli.cli.app import main; main()"
 
 
@@ -98,7 +99,7 @@ def _wait_for_rows(run_dir: Path, rows: int, timeout: float = 60) -> None:
             len(r) >= rows for r in _metrics(run_dir).values()
         ):
             return
-        time.sleep(0.05)
+        time.sleep(0.01)
     raise AssertionError("the run made no progress")
 
 
@@ -126,9 +127,15 @@ def test_sigkill_at_random_points_then_rerun(reference, tmp_path):
     run_dir = runs / "resume"
     rng = random.Random(20261129)
     kills = 0
+    done_rows = 0
     for attempt in range(4):
         proc = _start(spec, runs)
-        time.sleep(rng.uniform(0.3, 3.0))
+        # kill at a random point of progress (not of time: an idle machine runs a job in ~1 s)
+        if rng.random() < 0.25:
+            time.sleep(rng.uniform(0.05, 0.5))  # sometimes before any job has started
+        else:
+            done_rows = min(STEPS - 20, done_rows + rng.randint(5, 60))
+            _wait_for_rows(run_dir, done_rows)
         if proc.poll() is not None:
             break
         os.kill(proc.pid, signal.SIGKILL)
