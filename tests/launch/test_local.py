@@ -3,6 +3,7 @@ respects the concurrency cap and dependency order."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,31 +15,12 @@ from rollcli.spec import load_spec
 from rollcli.store.atomic import read_jsonl
 from rollcli.store.layout import job_dir
 from rollcli.store.state import read_state
-
-SPEC = """\
-name: {name}
-backend: {{kind: sim, num_train_prompts: 1024, num_eval_prompts: 256}}
-budget: {{steps: {steps}, rollouts_per_step: 128}}
-allocators:
-  grpo: {{kind: uniform, n: 8}}
-  pc: {{kind: pilot_commit, n_pilot: 4, n_commit: 12}}
-seeds: [0]
-eval: {{every: 5}}
-target: {{baseline: grpo}}
-launch: {{executor: local, max_parallel: 2}}
-tracking: {{wandb: {{mode: disabled}}}}
-"""
+from rollcli.testing.specs import write_sim_spec
 
 
 def spec_maker(tmp_path: Path) -> Callable[..., Path]:
-    """A function writing a tiny sim spec (grpo + pc, one seed) under ``tmp_path``."""
-
-    def make(name: str = "launch-sim", steps: int = 6) -> Path:
-        path = tmp_path / f"{name}.yaml"
-        path.write_text(SPEC.format(name=name, steps=steps))
-        return path
-
-    return make
+    """A function writing a small sim spec (grpo + pc, one seed) under ``tmp_path``."""
+    return functools.partial(write_sim_spec, tmp_path)
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ with no row lost or duplicated.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import random
 import signal
@@ -25,36 +26,16 @@ from rollcli.store.atomic import read_json, read_jsonl
 from rollcli.store.layout import job_dir
 from rollcli.store.lock import lock_holder
 from rollcli.store.state import read_state
+from rollcli.testing.specs import write_sim_spec
 
 # long enough that a job is still running when the test interrupts it, even on an idle machine
 STEPS = 300
 RUN = "from rollcli.cli.app import main; main()"
 
 
-SPEC = """\
-name: {name}
-backend: {{kind: sim, num_train_prompts: 1024, num_eval_prompts: 256}}
-budget: {{steps: {steps}, rollouts_per_step: 128}}
-allocators:
-  grpo: {{kind: uniform, n: 8}}
-  pc: {{kind: pilot_commit, n_pilot: 4, n_commit: 12}}
-seeds: [0]
-eval: {{every: 5}}
-target: {{baseline: grpo}}
-launch: {{executor: local, max_parallel: 2}}
-tracking: {{wandb: {{mode: disabled}}}}
-"""
-
-
 def spec_maker(tmp_path: Path) -> Callable[..., Path]:
-    """A function writing a tiny sim spec (grpo + pc, one seed) under ``tmp_path``."""
-
-    def make(name: str = "launch-sim", steps: int = 6) -> Path:
-        path = tmp_path / f"{name}.yaml"
-        path.write_text(SPEC.format(name=name, steps=steps))
-        return path
-
-    return make
+    """A function writing a small sim spec (grpo + pc, one seed) under ``tmp_path``."""
+    return functools.partial(write_sim_spec, tmp_path)
 
 
 def comparable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
