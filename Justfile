@@ -12,9 +12,15 @@ test *ARGS:
 lint:
     .venv/bin/ruff check rollcli tests benchmarks && .venv/bin/ruff format --check rollcli tests benchmarks
 
-# every benchmark; results land in docs/benchmarks/
+# every benchmark (about 30 minutes on 2 cores); results land in docs/benchmarks/
 bench:
-    for b in benchmarks/bench_*.py; do .venv/bin/python "$b" || exit 1; done
+    .venv/bin/python benchmarks/bench_cli.py
+    .venv/bin/python benchmarks/bench_core.py
+    .venv/bin/python benchmarks/bench_sweep.py
+    .venv/bin/python benchmarks/bench_eval.py
+    .venv/bin/python benchmarks/bench_tiny.py timing
+    .venv/bin/python benchmarks/bench_tiny.py allocators --seeds 5
+    .venv/bin/python benchmarks/bench_verl.py --allocators uniform,pilot_commit --steps 3
 
 # the main job: the quickstart experiment on this machine
 quickstart:
