@@ -1,4 +1,4 @@
-"""Helpers shared by the allocators: JSON round-trips of outcomes and groups, config checks.
+"""Helpers shared by the allocators: JSON round-trips, an order-free reward variance, checks.
 
 Allocator state must survive ``json.dumps`` at any point between protocol calls, so every
 outcome or group an allocator holds is stored as plain lists here and rebuilt on load.
@@ -21,6 +21,7 @@ __all__ = [
     "group_to_json",
     "group_from_json",
     "merge_outcomes",
+    "reward_variance",
     "check_choice",
     "nested_config",
 ]
@@ -65,6 +66,27 @@ def merge_outcomes(prompt_id: int, outcomes: Sequence[Outcome]) -> Group:
         refs.extend(o.refs)
     rewards = np.concatenate([o.rewards for o in outcomes]) if outcomes else np.zeros(0)
     return Group(prompt_id, tuple(refs), rewards.astype(float))
+
+
+def reward_variance(rewards: np.ndarray) -> float:
+    """Population variance (ddof 0) that equal rewards in any order give identically.
+
+    ``np.var`` sums in array order, so ``[0, 0, 0, 1, 0, 0]`` and ``[0, 0, 0, 0, 1, 0]`` differ
+    in the last bit, and so do ``k`` and ``n - k`` successes: allocators that rank by variance
+    would then break equal variances by reward order instead of their tie rule. Integer rewards
+    (binary, +-1) are computed exactly as ``(n * sum(r^2) - sum(r)^2) / n^2``; other rewards
+    are sorted first, so at least any order of the same rewards gives the same value.
+    """
+    r = np.asarray(rewards, dtype=float)
+    n = r.size
+    if n == 0:
+        return 0.0
+    q = float((r * r).sum())
+    if q < 2.0**53 and np.array_equal(r, np.rint(r)):
+        # integers with |r| <= r^2: every partial sum of r and r^2 is an exact float
+        s = int(r.sum())
+        return (n * int(q) - s * s) / (n * n)  # Python ints: one correctly rounded division
+    return float(np.var(np.sort(r)))
 
 
 def check_choice(knob: str, value: Any, valid: Sequence[Any]) -> None:

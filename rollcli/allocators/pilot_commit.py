@@ -21,6 +21,7 @@ first; a survivor piloted at step ``s`` may be committed at step ``t`` only if
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -34,6 +35,7 @@ from rollcli.allocators._common import (
     nested_config,
     outcome_from_json,
     outcome_to_json,
+    reward_variance,
 )
 from rollcli.allocators.api import AllocatorError, Ask, AskItem, BaseAllocator, Group, Outcome
 
@@ -116,7 +118,7 @@ class _Entry:
 
     @property
     def std(self) -> float:
-        return float(np.std(self.pilot.rewards))
+        return math.sqrt(reward_variance(self.pilot.rewards))  # equal stds tie exactly
 
 
 _STEP_COUNTERS = (

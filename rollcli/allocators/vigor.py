@@ -32,6 +32,7 @@ from rollcli.allocators._common import (
     merge_outcomes,
     outcome_from_json,
     outcome_to_json,
+    reward_variance,
 )
 from rollcli.allocators.api import Ask, AskItem, BaseAllocator, Group, Outcome
 
@@ -172,8 +173,8 @@ class VigorAllocator(BaseAllocator):
         return Ask(tuple(AskItem(p, m, phase) for p in self._active))
 
     def _variance(self, prompt: int) -> float:
-        rewards = np.concatenate([o.rewards for o in self._outcomes[prompt]])
-        return float(np.var(rewards))
+        # exact for integer rewards: equal variances tie and the tie rule decides, not rounding
+        return reward_variance(np.concatenate([o.rewards for o in self._outcomes[prompt]]))
 
     def _tell(self, outcomes: list[Outcome]) -> None:
         for o in outcomes:

@@ -210,3 +210,21 @@ def test_budget_must_divide() -> None:
 def test_config_errors_name_the_knob(knobs, match) -> None:
     with pytest.raises(ValueError, match=match):
         create_allocator({**BASE, **knobs}, num_prompts=8, rollouts_per_step=32, seed=0)
+
+
+def test_max_variance_ties_do_not_depend_on_reward_order() -> None:
+    # Every entry has p_hat 1/6 or 5/6: the same std sqrt(5/36). np.std of these orders differs in
+    # the last bit (0.1388888888888889 vs ...892 as variances), which must not decide the order:
+    # newer step first, then insertion order.
+    a = create_allocator(
+        {**BASE, "n_pilot": 6, "n_commit": 2}, num_prompts=8, rollouts_per_step=8, seed=0
+    )
+    a.step = 3
+    a._buffer = {
+        1: _entry(1, [0, 0, 0, 0, 1, 0], step=2, seq=0),
+        2: _entry(2, [0, 0, 0, 1, 0, 0], step=2, seq=1),
+        3: _entry(3, [1, 1, 1, 0, 1, 1], step=2, seq=2),  # 5 of 6: same std as 1 of 6
+        4: _entry(4, [0, 1, 1, 1, 1, 1], step=3, seq=3),  # newer: first
+    }
+    assert len({e.std for e in a._buffer.values()}) == 1
+    assert a._select_commits(4) == [4, 1, 2, 3]

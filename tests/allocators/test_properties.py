@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rollcli.allocators._common import reward_variance
 from rollcli.allocators.vigor import VigorConfig, vigor_step_cost
 from rollcli.testing.allocator_contract import ContractCase, ContractRun, assert_round_trip
 
@@ -112,3 +114,20 @@ def test_dynamic_invariants(case: ContractCase, cut: int) -> None:
     for event in run.trace:
         if event[0] == "groups":
             assert len(event[1]) <= batch
+
+
+@SETTINGS
+@given(
+    st.lists(st.sampled_from([0.0, 1.0]), min_size=1, max_size=64),
+    st.randoms(use_true_random=False),
+)
+def test_reward_variance_ignores_order_and_mirrors(rewards: list[float], rnd) -> None:
+    r = np.array(rewards)
+    shuffled = r.copy()
+    rnd.shuffle(shuffled)
+    k, n = int(r.sum()), r.size
+    assert reward_variance(r) == reward_variance(shuffled) == reward_variance(1 - r)
+    assert reward_variance(r) == k * (n - k) / n**2
+    assert abs(reward_variance(r) - float(np.var(r))) < 1e-15
+    noisy = r * 0.3 + 0.1  # not integer: sorted np.var, order-free
+    assert reward_variance(noisy) == reward_variance(noisy[::-1])

@@ -118,3 +118,21 @@ def test_batch_size_without_halving() -> None:
 def test_config_errors_name_the_knob(knobs, match) -> None:
     with pytest.raises(ValueError, match=match):
         create_allocator({"kind": "vigor", **knobs}, num_prompts=8, rollouts_per_step=64, seed=0)
+
+
+def test_equal_variances_tie_on_the_tie_key_not_on_float_rounding(make) -> None:
+    # N = 4, rounds 2/4/8 rollouts, keep 2 then 1 (cost 8 + 8 + 8 = 24). Round 0: all zero ->
+    # the first two. After 6 rollouts o0 has 000010, o1 000100: both 1 of 6, variance 5/36, but
+    # np.var gives 0.1388888888888889 and 0.13888888888888892. tie_break first keeps o0.
+    o = epoch_order(4, 0)
+    patterns = [[0, 0, 0, 0, 1, 0], [0, 0, 0, 1, 0, 0], [0.0], [0.0]]
+    config = {**THIRDPARTY, "rounds": 3}
+    run = make(config, scripted_by_position(o, patterns), 24)
+    assert run.allocator.batch_prompts == 4
+    run.step(0)
+    assert run.asks[1:] == [[(o[0], 4, "round1"), (o[1], 4, "round1")], [(o[0], 8, "round2")]]
+    # the same holds between k and n - k successes (equal variance): 5 of 6 ties with 1 of 6
+    patterns = [[1, 1, 1, 1, 1, 0], [0, 0, 0, 1, 0, 0], [0.0], [0.0]]
+    run = make(config, scripted_by_position(o, patterns), 24)
+    run.step(0)
+    assert run.asks[-1] == [(o[0], 8, "round2")]

@@ -79,7 +79,13 @@ def compute_score(
             result = default_compute_score(data_source, solution_str, ground_truth, extra_info)
         except NotImplementedError:
             return math_score(solution_str, ground_truth)
-        return float(result["score"] if isinstance(result, dict) else result)
+        # allocators read rewards as success (1) / failure (0); some verl scorers return -1 for a
+        # wrong answer (math_dapo's score) and carry the success flag as ``acc``
+        if isinstance(result, dict):
+            if "acc" in result:
+                return float(bool(result["acc"]))
+            result = result["score"]
+        return max(0.0, float(result))
     return float(_custom(mode)(solution_str, ground_truth))
 
 

@@ -188,3 +188,20 @@ def test_cli_data_prepare(tmp_path):
     assert [e["k"] for e in frame["extra_info"]] == [4, 4, 1, 1]
     bad = runner.invoke(app, ["data", "prepare", "aime24", "--samples", "aime24"])
     assert bad.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("scored", "expected"),
+    [
+        ({"score": -1.0, "acc": False}, 0.0),
+        ({"score": 1.0, "acc": True}, 1.0),
+        (-1.0, 0.0),
+        (1.0, 1.0),
+    ],
+)
+def test_verl_scorers_become_success_rewards(monkeypatch, scored, expected):
+    """verl's math_dapo scores a wrong answer -1: allocators must see 0 (a failure), not -1."""
+    import verl.utils.reward_score as reward_score
+
+    monkeypatch.setattr(reward_score, "default_compute_score", lambda *a, **k: scored)
+    assert compute_score("math_dapo", "Answer: 3", "4", mode="verl") == expected
