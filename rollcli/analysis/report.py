@@ -53,6 +53,7 @@ class ReportResult:
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """A Markdown table (``|`` inside cells escaped)."""
+
     def cell(text: str) -> str:
         return str(text).replace("|", "\\|")
 
@@ -258,8 +259,14 @@ def write_report(
 ) -> ReportResult:
     """Analyse ``run_dir`` and write the report files (and plots) under ``out`` (default
     ``<run_dir>/report``). Returns the analysis and the paths written."""
-    analysis = analysis or analyze_run(run_dir, **analyze_kwargs)
     out_dir = Path(out) if out is not None else Path(run_dir) / "report"
+    blocker = next((p for p in (out_dir, *out_dir.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise RollcliError(
+            f"{out_dir}: cannot write the report there: {blocker} is a file, not a folder; "
+            "give another --out"
+        )
+    analysis = analysis or analyze_run(run_dir, **analyze_kwargs)
     result = ReportResult(analysis)
     for name in parse_formats(formats):
         path = out_dir / f"report.{_EXTENSIONS[name]}"

@@ -146,16 +146,17 @@ def summary_table(analysis: RunAnalysis, *, compact: bool = False):
     return table
 
 
-def print_analysis(analysis: RunAnalysis, console) -> None:
-    """The table (compact on narrow terminals), the target, how to read it, and warnings."""
+def print_analysis(analysis: RunAnalysis, console, *, full_table: str | None = None) -> None:
+    """The table (compact on narrow terminals), the target, how to read it, and warnings.
+    ``full_table`` says where the compact table's missing columns are (default: `rollcli report`)."""
     compact = console.width < _FULL_WIDTH
     console.print(summary_table(analysis, compact=compact))
     console.print(target_line(analysis), highlight=False)
     console.print(interval_line(analysis), style="dim", highlight=False)
     if compact:
+        where = full_table or f"`rollcli report {analysis.run.run_dir}`"
         console.print(
-            "tokens, wall-clock, variance columns: `rollcli report "
-            f"{analysis.run.run_dir}` (or a wider terminal)",
+            f"tokens, wall-clock, variance columns: {where} (or a wider terminal)",
             style="dim",
             highlight=False,
         )

@@ -58,3 +58,13 @@ def main(argv: list[str] | None = None) -> None:
             raise
         typer.secho(f"error: {error}", fg=typer.colors.RED, err=True)
         sys.exit(error.exit_code)
+    except OSError as error:  # a path the user gave that cannot be read or written
+        if os.environ.get("ROLLCLI_DEBUG") == "1" or error.strerror is None:
+            raise
+        where = f"{error.filename}: " if error.filename is not None else ""
+        typer.secho(
+            f"error: {where}{error.strerror} (ROLLCLI_DEBUG=1 shows where)",
+            fg=typer.colors.RED,
+            err=True,
+        )
+        sys.exit(1)

@@ -38,7 +38,10 @@ def _samples(values: list[str] | None) -> dict[str, int]:
 
 def register(app: typer.Typer) -> None:
     data_app = typer.Typer(
-        name="data", help="Prepare datasets for the verl backend.", no_args_is_help=True
+        name="data",
+        help="Prepare datasets for the verl backend.",
+        no_args_is_help=True,
+        epilog=EPILOG,
     )
     app.add_typer(data_app)
 

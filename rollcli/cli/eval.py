@@ -127,6 +127,18 @@ def eval_command(
     console.print(f"per-sample results: {out_dir / 'samples.jsonl'}")
 
 
+EPILOG = """[bold]Examples[/bold]
+
+  rollcli eval --model Qwen/Qwen2.5-Math-1.5B --suite math500 --limit 50
+
+  rollcli eval --model models/qwen-1.5b-step300 --suite aime24,amc23 -k 16 --out runs/eval/s300
+
+  rollcli eval --model models/ckpt --engine vllm --suite aime24,aime25 -k 16 --tp 2
+
+Rerunning with the same --out resumes: only missing samples are generated (docs/eval.md).
+"""
+
+
 def register(app: typer.Typer) -> None:
     """Add ``rollcli eval`` to the root app."""
-    app.command("eval")(eval_command)
+    app.command("eval", epilog=EPILOG)(eval_command)

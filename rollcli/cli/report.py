@@ -63,12 +63,21 @@ def report(
     from rollcli.analysis.report import parse_formats, write_report
     from rollcli.analysis.summary import print_analysis
 
+    if (run_dir / "sweep.json").is_file():
+        from rollcli.errors import RollcliError
+
+        raise RollcliError(
+            f"{run_dir} is a sweep run folder: its points reuse allocator names, so one table "
+            f"would mix them. Its report is {run_dir / 'report' / 'ablation.md'} (rebuilt by "
+            "rerunning `rollcli sweep FILE`, which skips finished jobs)"
+        )
     console = Console()
     result = write_report(
         run_dir, formats=parse_formats(formats), out=out, plots=plots, confidence=confidence
     )
     analysis = result.analysis
-    print_analysis(analysis, console)
+    tables = [p for p in result.files if p.suffix in (".md", ".csv", ".json", ".tex")]
+    print_analysis(analysis, console, full_table=str(tables[0]) if tables else "--format md")
     if result.files:
         console.print(f"wrote {len(result.files)} files:", highlight=False)
         for path in result.files:

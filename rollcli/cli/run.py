@@ -119,7 +119,10 @@ def register(app: typer.Typer) -> None:
             if live:
                 live[0].__exit__(None, None, None)
                 out.print()
-        resume = f"rollcli run {' '.join(shlex.quote(a) for a in [str(spec), *(overrides or [])])}"
+        where = [] if runs_dir == Path("runs") else ["--runs-dir", str(runs_dir)]
+        resume = "rollcli run " + " ".join(
+            shlex.quote(a) for a in [str(spec), *(overrides or []), *where]
+        )
         if result.detached:
             out.print(f"submitted; follow with: rollcli status {run_dir}")
             return

@@ -114,6 +114,7 @@ def register(app: typer.Typer) -> None:
         """Print a job's logs (stdout then stderr); -f follows them until the job ends."""
         from rollcli.errors import RollcliError
         from rollcli.store.layout import find_job, job_dir, load_manifest
+        from rollcli.store.lock import lock_holder
         from rollcli.store.state import read_state
 
         if stream not in ("stdout", "stderr", "both"):
@@ -123,8 +124,19 @@ def register(app: typer.Typer) -> None:
         names = ["stdout", "stderr"] if stream == "both" else [stream]
         paths = [folder / "logs" / f"{name}.log" for name in names]
         offsets = [_print_file(p) for p in paths]
+        local = (manifest.get("spec", {}).get("launch") or {}).get("executor", "local") == "local"
         while follow:
-            terminal = read_state(folder)["status"] in ("done", "failed", "cancelled")
+            status = read_state(folder)["status"]
+            terminal = status in ("done", "failed", "cancelled")
+            if status == "pending" and local and lock_holder(run_dir) is None:
+                # nothing will ever start it: following would wait forever
+                typer.secho(
+                    f"{job} is pending and no `rollcli run` is attached to {run_dir}; "
+                    "rerun the spec to start it",
+                    fg=typer.colors.YELLOW,
+                    err=True,
+                )
+                break
             time.sleep(0.5)
             offsets = [_print_file(p, o) for p, o in zip(paths, offsets, strict=True)]
             if terminal:

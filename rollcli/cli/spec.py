@@ -81,8 +81,13 @@ def register(app: typer.Typer) -> None:
         if output is None:
             typer.echo(text, nl=False)
             return
+        from rollcli.errors import RollcliError
         from rollcli.store.atomic import atomic_write_text
 
+        if output.is_dir():
+            raise RollcliError(
+                f"{output} is a folder; give a file name, e.g. {output / 'rollcli.schema.json'}"
+            )
         atomic_write_text(output, text)
         console().print(f"wrote {output}")
 
@@ -124,6 +129,8 @@ def register(app: typer.Typer) -> None:
             close = difflib.get_close_matches(template, names, n=1)
             hint = f" Did you mean '{close[0]}'?" if close else ""
             raise RollcliError(f"unknown template '{template}'.{hint} Valid: {', '.join(names)}.")
+        if directory.exists() and not directory.is_dir():
+            raise RollcliError(f"--dir {directory} is a file, not a folder")
         target = directory / f"{name}.yaml"
         if target.exists() and not force:
             raise RollcliError(f"{target} exists; pick another name or add --force")

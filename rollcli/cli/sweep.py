@@ -130,13 +130,15 @@ def register(app: typer.Typer) -> None:
             out.print(f"submitted; follow with: rollcli status {run_dir}")
             return
         if result.interrupted:
-            out.print(f"[yellow]stopped; rerun to resume: rollcli sweep {sweep_file}[/yellow]")
+            where = [] if runs_dir == Path("runs") else ["--runs-dir", str(runs_dir)]
+            again = " ".join(shlex.quote(a) for a in [str(sweep_file), *(overrides or []), *where])
+            out.print(f"[yellow]stopped; rerun to resume: rollcli sweep {again}[/yellow]")
             raise typer.Exit(130)
         from rollcli.sweep.report import ablation_table, analyze_sweep, write_ablation
 
         ablation = analyze_sweep(run_dir)
         files = write_ablation(ablation, run_dir / "report", plots=plots)
-        out.print(ablation_table(ablation, best_only=True))
+        out.print(ablation_table(ablation, best_only=True, max_width=out.width))
         for warning in ablation.warnings[:5]:
             out.print(f"[yellow]warning: {warning}[/yellow]")
         out.print(

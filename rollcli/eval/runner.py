@@ -87,7 +87,9 @@ class _RateColumn(ProgressColumn):
         return Text(f"{speed:.2f} samples/s", style="progress.data.speed")
 
 
-def _check_settings(out_dir: Path, settings: EvalSettings) -> None:
+def _check_settings(out_dir: Path, settings: EvalSettings) -> dict[str, Any]:
+    """Refuse a folder holding other settings; return the settings to store (not written yet:
+    a model that fails to load must not leave a folder that refuses the corrected command)."""
     path = out_dir / SETTINGS_FILE
     current = asdict(settings)
     current = {k: list(v) if isinstance(v, tuple) else v for k, v in current.items()}
@@ -104,7 +106,7 @@ def _check_settings(out_dir: Path, settings: EvalSettings) -> None:
                 "use another --out folder or the same settings to resume"
             )
         current["suite"] = sorted(set(stored.get("suite", [])) | set(current["suite"]))
-    atomic_write_json(path, current)
+    return current
 
 
 class _LazyPool:
@@ -176,7 +178,7 @@ def evaluate(
     """
     out_dir = Path(out_dir)
     suite = parse_suite(list(settings.suite))
-    _check_settings(out_dir, settings)
+    stored_settings = _check_settings(out_dir, settings)
     samples_path = out_dir / SAMPLES_FILE
     done: dict[tuple[str, str], dict[int, dict[str, Any]]] = defaultdict(dict)
     for row in read_jsonl(samples_path):
@@ -193,6 +195,7 @@ def evaluate(
     )
     if missing and not isinstance(engine, BaseEngine):
         engine = engine()
+    atomic_write_json(out_dir / SETTINGS_FILE, stored_settings)
     started = time.monotonic()
     num_new = 0
     progress = Progress(

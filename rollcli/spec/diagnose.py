@@ -191,9 +191,9 @@ def describe_error(error: dict[str, Any], data: Any, marks: Marks) -> tuple[Any,
         valid = _valid_keys(path[:-1], data)
         close = difflib.get_close_matches(str(path[-1]), valid, n=1)
         hint = f"; did you mean '{close[0]}'?" if close else ""
-        section = dotted(path[:-1])
+        section = f"in {dotted(path[:-1])}" if path[:-1] else "at the top level"
         return marks.find(path, key=True), (
-            f"{dotted(path)}: unknown key '{path[-1]}' in {section}{hint} (valid: {_listing(valid)})"
+            f"{dotted(path)}: unknown key '{path[-1]}' {section}{hint} (valid: {_listing(valid)})"
         )
     if kind in ("missing", "missing_argument"):
         return marks.find(path), f"{dotted(path)}: missing required field '{path[-1]}'"
@@ -231,6 +231,8 @@ def describe_error(error: dict[str, Any], data: Any, marks: Marks) -> tuple[Any,
             expected = ("" if prefix.startswith("Input") else "a string that should ") + expected[
                 len(prefix) :
             ]
+    if kind == "tuple_type":  # list fields are tuples in the (frozen) models
+        expected = "a list"
     if kind == "string_pattern_mismatch":
         expected = PATTERN_HINTS.get(path, NAME_HINT)
     if kind in ("dict_type", "model_attributes_type", "dataclass_type", "model_type"):
@@ -249,6 +251,14 @@ def raise_first(errors: list[tuple[Any, str]]) -> None:
     # a container's "too short" after its items failed is a consequence, not the cause
     specific = [e for e in errors if "expected at least one" not in e[1]]
     errors = specific or errors
+
+    # a required field "missing" next to an unknown key of the same section is most likely that
+    # key misspelt (`step: 40`): report the unknown key, with its did-you-mean, first
+    def section(message: str) -> str:
+        return message.split(": ", 1)[0].rpartition(".")[0]
+
+    misspelt = {section(m) for _, m in errors if ": unknown key '" in m}
+    errors.sort(key=lambda e: ": missing required field '" in e[1] and section(e[1]) in misspelt)
     mark, message = errors[0]
     more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
     raise SpecError(f"{mark}: {message}{more}")

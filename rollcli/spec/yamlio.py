@@ -111,7 +111,20 @@ def load_yaml(path: Path, text: str | None = None) -> tuple[dict[str, Any], Mark
             raise SpecError(f"{source}: spec file not found; check the path") from None
         except OSError as error:
             raise SpecError(f"{source}: cannot read the spec: {error.strerror}") from None
-    loader = yaml.SafeLoader(text)
+        except UnicodeDecodeError as error:
+            raise SpecError(
+                f"{source}: cannot read the spec: not UTF-8 text (byte {error.object[error.start]:#04x} "
+                f"at offset {error.start}); is it a binary file? A spec is a YAML text file"
+            ) from None
+    try:
+        loader = yaml.SafeLoader(text)  # rejects control characters (NUL, ...) right away
+    except yaml.reader.ReaderError as error:
+        line = text.count("\n", 0, error.position) + 1
+        column = error.position - (text.rfind("\n", 0, error.position) + 1) + 1
+        raise SpecError(
+            f"{source}:{line}:{column}: cannot read the spec: character #x{error.character:04x} "
+            f"is not allowed in YAML; is it a binary file? A spec is a YAML text file"
+        ) from None
     loader.name = source
     try:
         node = loader.get_single_node()

@@ -193,7 +193,10 @@ def find_job(manifest: dict[str, Any], query: str) -> str:
     if len(matches) == 1:
         return matches[0]
     if matches:
-        raise StoreError(f"job '{query}' is ambiguous: {', '.join(matches)}; give more characters")
+        what = "give more characters"
+        if "/" in query:  # a sweep runs several points of one allocator and seed
+            what = "give one of these ids (a sweep runs several points per allocator and seed)"
+        raise StoreError(f"job '{query}' is ambiguous: {', '.join(matches)}; {what}")
     names = [f"{j['allocator']}/{j['seed']}" for j in jobs if j["type"] == "train"]
     close = difflib.get_close_matches(query, names + ids, n=1)
     hint = f" Did you mean '{close[0]}'?" if close else ""

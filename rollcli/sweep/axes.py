@@ -79,7 +79,8 @@ def parse_axis(key: str, text: Any, *, allow_interval: bool = False) -> Axis:
     try:
         override = _parser().parse_overrides([f"{key}={text}"])[0]
     except Exception as error:  # hydra raises its own OverrideParseException
-        raise ValueError(f"axis '{key}': cannot parse '{text}': {error}") from error
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(f"axis '{key}': cannot parse '{text}': {first}") from error
     value = override.value()
     if isinstance(value, IntervalSweep):
         if not allow_interval:

@@ -168,16 +168,28 @@ def _rows(
     return headers, rows
 
 
-def ablation_table(ablation: Ablation, *, best_only: bool = False) -> Any:
-    """A rich table of every point (or of the best ones)."""
+def ablation_table(
+    ablation: Ablation, *, best_only: bool = False, max_width: int | None = None
+) -> Any:
+    """A rich table of every point (or of the best ones). When it is wider than ``max_width`` (the
+    terminal), each column gets exactly its cells' width and the headers fold: rich would
+    otherwise wrap or cut the numbers themselves."""
     from rich.table import Table
 
     results = ablation.best() if best_only else ablation.results
     title = f"{ablation.name}: " + ("best configurations" if best_only else "speedup per point")
     table = Table(title=title)
     headers, rows = _rows(ablation, results, short=True)
-    for header in headers:
-        table.add_column(header, justify="left" if header in ("allocator",) else "right")
+    cells = [max((len(row[i]) for row in rows), default=1) for i in range(len(headers))]
+    natural = sum(max(len(h), c) + 3 for h, c in zip(headers, cells, strict=True)) + 1
+    narrow = max_width is not None and natural > max_width
+    for header, width in zip(headers, cells, strict=True):
+        table.add_column(
+            header,
+            justify="left" if header in ("allocator",) else "right",
+            overflow="fold",
+            width=max(width, 3) if narrow else None,
+        )
     for row in rows:
         table.add_row(*row)
     return table

@@ -9,7 +9,10 @@ import time
 
 import pytest
 
-COMMANDS = ["run", "plan", "validate", "schema", "init", "status", "logs", "cancel"]
+COMMANDS = [
+    *("run", "plan", "validate", "schema", "init", "status", "logs", "cancel"),
+    *("report", "eval", "sweep", "data"),
+]
 HEAVY = ["torch", "verl", "submitit", "wandb", "matplotlib", "transformers", "vllm", "ray"]
 
 PROBE = """
