@@ -101,7 +101,8 @@ def all_seeds(analysis: RunAnalysis) -> list[int]:
 
 def per_seed_rows(analysis: RunAnalysis, axis: str = "rollouts") -> list[dict[str, Any]]:
     """Per allocator, each seed's cost to target (``>= x`` when not reached, ``-`` if absent)."""
-    fmt = "{:,.1f}" if axis == "wall_s" else "{:,.0f}"
+    # seconds: 3 significant digits (sim steps take milliseconds; verl steps take minutes)
+    fmt = "{:,.3g}" if axis == "wall_s" else "{:,.0f}"
     rows = []
     for res in analysis.allocators:
         per_seed = res.axes[axis].per_seed
