@@ -51,29 +51,62 @@ def bench_expand(folder: Path) -> dict[str, float]:
     from rollcli.sweep.file import load_sweep_file
     from rollcli.sweep.plan import plan_sweep
 
-    big = write(folder, "expand", {"allocators.pc.p_lower": "range(0,100)",
-                                   "allocators.pc.n_pilot": "range(1,101)"})
+    big = write(
+        folder,
+        "expand",
+        {"allocators.pc.p_lower": "range(0,100)", "allocators.pc.n_pilot": "range(1,101)"},
+    )
     start = time.perf_counter()
     points = load_sweep_file(big).points()
     expand_s = time.perf_counter() - start
-    plannable = write(folder, "plan", {"allocators.pc.p_lower": "range(0.0,0.5,0.005)",
-                                       "allocators.pc.p_upper": "range(0.5,1.0,0.05)"})
+    plannable = write(
+        folder,
+        "plan",
+        {
+            "allocators.pc.p_lower": "range(0.0,0.5,0.005)",
+            "allocators.pc.p_upper": "range(0.5,1.0,0.05)",
+        },
+    )
     start = time.perf_counter()
     plan = plan_sweep(load_sweep_file(plannable))
     plan_s = time.perf_counter() - start
-    return {"points": len(points), "expand_s": expand_s, "plan_points": len(plan.points),
-            "plan_jobs": len(plan.plan), "plan_s": plan_s}
+    return {
+        "points": len(points),
+        "expand_s": expand_s,
+        "plan_points": len(plan.points),
+        "plan_jobs": len(plan.plan),
+        "plan_s": plan_s,
+    }
 
 
 def bench_run(folder: Path) -> dict[str, float]:
-    sweep = write(folder, "run200", {"allocators.pc.p_lower": "range(0.0,0.5,0.025)",
-                                     "allocators.pc.p_upper": "range(0.5,1.0,0.05)"})
+    sweep = write(
+        folder,
+        "run200",
+        {
+            "allocators.pc.p_lower": "range(0.0,0.5,0.025)",
+            "allocators.pc.p_upper": "range(0.5,1.0,0.05)",
+        },
+    )
     env = {**os.environ, "WANDB_MODE": "disabled"}
     start = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "rollcli.cli", "sweep", str(sweep), "--runs-dir", str(folder / "runs"),
-         "-j", str(os.cpu_count() or 2), "--no-plots"],
-        check=True, env=env, cwd=folder, stdout=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "rollcli.cli",
+            "sweep",
+            str(sweep),
+            "--runs-dir",
+            str(folder / "runs"),
+            "-j",
+            str(os.cpu_count() or 2),
+            "--no-plots",
+        ],
+        check=True,
+        env=env,
+        cwd=folder,
+        stdout=subprocess.DEVNULL,
     )
     wall = time.perf_counter() - start
     jobs = len(list((folder / "runs" / "run200" / "jobs").iterdir()))

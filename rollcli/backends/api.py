@@ -54,7 +54,9 @@ class BaseBackend(abc.ABC):
 
     def success_probabilities(self, prompt_ids: np.ndarray) -> np.ndarray:
         """True success probabilities (sim only; the oracle allocator uses them)."""
-        raise NotImplementedError(f"the {self.kind} backend does not know true success probabilities")
+        raise NotImplementedError(
+            f"the {self.kind} backend does not know true success probabilities"
+        )
 
     @abc.abstractmethod
     def state_dict(self) -> dict[str, Any]:
