@@ -21,7 +21,9 @@ export ROLLCLI_TEST_SMOLLM2="${ROLLCLI_TEST_SMOLLM2:-1}"
 
 # A real single-node Slurm cluster for the integration tests (needs root and apt).
 if [ "$(id -u)" = 0 ]; then
-  bash scripts/slurm-local.sh start
+  # a cluster that cannot start must not hide the other 500 tests: say so loudly and go on
+  # (the Slurm tests then skip, naming the reason)
+  bash scripts/slurm-local.sh start || echo "WARNING: the local Slurm cluster did not start (see above); the Slurm integration tests will be SKIPPED" >&2
 else
   echo "not root: the Slurm integration tests will be skipped" >&2
 fi
