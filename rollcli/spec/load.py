@@ -18,17 +18,28 @@ from rollcli.spec.compose import (
 )
 from rollcli.spec.yamlio import Marks
 
-__all__ = ["load_spec", "load_spec_data", "spec_from_dict"]
+__all__ = ["load_spec", "load_spec_data", "resolve_spec_data", "spec_from_dict"]
+
+
+def resolve_spec_data(
+    data: dict[str, Any], marks: Marks, overrides: Sequence[str] = ()
+) -> tuple[dict[str, Any], Marks]:
+    """Composed data with ``overrides`` applied, then interpolations and presets resolved.
+
+    ``data`` and ``marks`` are changed in place: pass copies to resolve one composed file under
+    several sets of overrides (the sweep engine does).
+    """
+    data = apply_overrides(data, marks, list(overrides))
+    data = resolve_interpolations(data, marks)
+    data = expand_presets(data, marks)
+    return data, marks
 
 
 def load_spec_data(path: str | Path, overrides: Sequence[str] = ()) -> tuple[dict[str, Any], Marks]:
     """The composed raw data of a spec (bases merged, overrides applied, interpolations and
     presets resolved) and the source marks of its values; not yet validated."""
     data, marks = compose_file(Path(path))
-    data = apply_overrides(data, marks, list(overrides))
-    data = resolve_interpolations(data, marks)
-    data = expand_presets(data, marks)
-    return data, marks
+    return resolve_spec_data(data, marks, overrides)
 
 
 def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> Any:

@@ -71,11 +71,21 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
-def _valid_prefix_length(path: Path) -> int:
-    """Byte length of the file up to and including its last complete line."""
-    data = path.read_bytes()
-    end = data.rfind(b"\n")
-    return end + 1
+def _valid_prefix_length(f: Any, size: int, chunk: int = 65536) -> int:
+    """Byte length of the open file up to and including its last complete line.
+
+    Reads backwards from the end, so the common case (the file ends with a newline) costs one
+    byte, not a read of the whole file on every append.
+    """
+    end = size
+    while end > 0:
+        start = max(0, end - chunk)
+        f.seek(start)
+        cut = f.read(end - start).rfind(b"\n")
+        if cut >= 0:
+            return start + cut + 1
+        end = start
+    return 0
 
 
 def append_jsonl(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]) -> None:
@@ -87,10 +97,12 @@ def append_jsonl(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]
     ).encode("utf-8")
     if not payload:
         return
-    with open(path, "ab") as f:
-        size = f.tell()
-        if size and _valid_prefix_length(path) != size:
-            f.truncate(_valid_prefix_length(path))
+    with open(path, "a+b") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size:
+            valid = _valid_prefix_length(f, size)
+            if valid != size:
+                f.truncate(valid)
         f.write(payload)
         f.flush()
         os.fsync(f.fileno())

@@ -85,8 +85,8 @@ class SweepPlan:
 
 
 class _PointLoader:
-    """Loads point specs fast: the base file is composed and overridden once, then each point
-    applies only its own overrides to a copy (the same steps as ``load_spec``)."""
+    """Loads point specs fast: the base file is composed and takes the common overrides once;
+    each point resolves a copy with its own overrides (``load_spec``'s own steps)."""
 
     def __init__(self, base: Any, common: tuple[str, ...]) -> None:
         from rollcli.spec.compose import apply_overrides, compose_file
@@ -98,14 +98,13 @@ class _PointLoader:
     def load(self, overrides: tuple[str, ...]) -> Any:
         import copy
 
-        from rollcli.spec.compose import apply_overrides, expand_presets, resolve_interpolations
+        from rollcli.spec.load import resolve_spec_data
         from rollcli.spec.validate import validate_spec
         from rollcli.spec.yamlio import Marks
 
         marks = Marks()
         marks.update(self.marks)
-        data = apply_overrides(copy.deepcopy(self.data), marks, list(overrides))
-        data = expand_presets(resolve_interpolations(data, marks), marks)
+        data, marks = resolve_spec_data(copy.deepcopy(self.data), marks, overrides)
         return validate_spec(data, marks)
 
 
