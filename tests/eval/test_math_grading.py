@@ -39,6 +39,19 @@ PATHOLOGICAL = [
     "\\boxed{10^{10^{10^{10^{10}}}}!}",
     "\\boxed{" + "(" * 3000 + "1" + ")" * 3000 + "}",
 ]
+# inputs that made the old string fallback's regexes backtrack quadratically (85 s for one)
+N = 200_000
+SLOW_FOR_REGEXES = {
+    "box-spaces": "\\boxed{1" + " " * N + "x}",
+    "box-tabs-newlines": "\\boxed{1" + " \t\n" * (N // 3) + "x}",
+    "answer-spaces": ("answer" + " " * 3990 + "x") * 50,
+    "answer-colon-blank": "Answer:" + " " * N,
+    "unit-like": "\\boxed{" + "sq " * (N // 3) + "x}",
+    "digits-commas": "\\boxed{" + "1," * (N // 2) + "}",
+    "fracs": "\\boxed{" + "\\frac{" * (N // 6) + "}",
+    "parens-digits": "\\boxed{" + "(1" * (N // 2) + "}",
+    "no-box-digits": "1," * N,
+}
 
 
 @pytest.fixture(scope="module")
@@ -110,3 +123,48 @@ def test_shipped_golds_match_their_own_solutions(pool):
     rows = read_shipped_jsonl("math500.jsonl")[:60]
     results = pool.grade([(r["answer"], r["solution"]) for r in rows])
     assert sum(r.correct for r in results) >= 57
+
+
+@pytest.mark.parametrize("name", sorted(SLOW_FOR_REGEXES))
+def test_fallback_is_linear_on_adversarial_text(name):
+    """200k-character inputs built against each regex: well under a second of CPU each."""
+    text = SLOW_FOR_REGEXES[name]
+    started = time.process_time()
+    result = grade_fallback("5", text)
+    assert time.process_time() - started < 1.0, name
+    assert not result.correct
+    assert result.extracted is None or len(result.extracted) <= 2000
+
+
+def test_every_answer_returns_within_deadline_plus_one_second():
+    """Math-verify-stalling and regex-stalling inputs, a 10 MB response, two at once: each call
+    returns within the deadline + 1 s, and two stuck workers are killed together."""
+    deadline = 1.0
+    tower = "\\boxed{9^{9^{9^{9^{9^{9}}}}}}"
+    inputs = [tower, "\\boxed{" + "(" * 3000 + "1" + ")" * 3000 + "}", "x" * 10_000_000]
+    inputs += list(SLOW_FOR_REGEXES.values())[:3]
+    with MathGradingPool(num_workers=2, deadline_s=deadline, exact_first=False) as pool:
+        pool.grade([("1", "\\boxed{1.0}")] * 2)  # started and warm
+        for response in inputs:
+            _wait_ready(pool)
+            started = time.monotonic()
+            [result] = pool.grade([("5", response)])
+            assert time.monotonic() - started < deadline + 1.0, response[:40]
+            assert not result.correct
+        _wait_ready(pool)
+        started = time.monotonic()
+        results = pool.grade([("5", tower), ("6", tower)])
+        assert time.monotonic() - started < deadline + 1.0  # not 2 x deadline
+        assert [r.method for r in results] == ["timeout", "timeout"]
+        assert pool.grade([("3", "\\boxed{3}")])[0].correct
+
+
+def _wait_ready(pool, timeout=60.0):
+    """Let replacement workers finish importing math-verify (not part of an answer's time)."""
+    from multiprocessing.connection import wait
+
+    limit = time.monotonic() + timeout
+    while not all(w.ready for w in pool._workers) and time.monotonic() < limit:
+        for index, worker in enumerate(pool._workers):
+            if not worker.ready and wait([worker.conn], timeout=0.05):
+                pool._receive(index, worker, [], [], None)

@@ -6,8 +6,13 @@ plain ``python -m rollcli.eval.graders._math_worker`` subprocess joined to the p
 (no multiprocessing main-module re-import, no forking of the parent's threads). The parent hands
 one (gold, response) pair to an idle worker (pairs whose last box is literally the gold are
 decided in the parent without sympy, see :func:`exact_match`), waits on all sockets with the nearest deadline as
-timeout, and SIGKILLs a worker whose task passes its deadline: that answer is graded by the string
-fallback (``method="timeout"``) and a replacement worker starts (~0.3 s to import math-verify).
+timeout, and SIGKILLs a worker whose task passes its deadline: that answer keeps the verdict of
+the string fallback, which the worker computes and sends first (``method="timeout"``; a worker
+killed before even that gives a wrong verdict with no extracted answer), and a replacement worker
+starts (~0.3 s to import math-verify). The parent itself grades nothing but literal matches, so
+its loop over every worker's deadline never stalls on one answer: a call returns within the
+deadline (plus the kill) whatever the input. Responses longer than ``MAX_RESPONSE_CHARS`` are
+graded on their tail (the last box is what counts).
 """
 
 from __future__ import annotations
@@ -24,9 +29,12 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 
-from rollcli.eval.graders.math import MathResult, exact_match, grade_fallback
+from rollcli.eval.graders.math import MathResult, exact_match
 
-__all__ = ["MathGradingPool", "GradingPoolError"]
+__all__ = ["MathGradingPool", "GradingPoolError", "MAX_RESPONSE_CHARS"]
+
+MAX_RESPONSE_CHARS = 100_000  # ~25k tokens: far past any max_response_len in use
+_PIPELINE_MAX_CHARS = 16_384  # larger tasks go to idle workers only: a send never blocks on a busy one
 
 _MAX_STARTUP_FAILURES = 3
 _STARTUP_TIMEOUT_S = 120.0  # import + warm-up on a badly overloaded machine
@@ -47,6 +55,7 @@ class _Worker:
     tasks: deque = field(default_factory=deque)
     started: float = 0.0  # when the head task started (sent to an idle worker, or previous done)
     spawned: float = field(default_factory=time.monotonic)
+    provisional: dict = field(default_factory=dict)  # task -> the fallback's (correct, extracted)
 
     @property
     def task(self) -> int | None:
@@ -100,19 +109,14 @@ class MathGradingPool:
 
     def grade(self, pairs: Sequence[tuple[str, str]]) -> list[MathResult]:
         """Results in the order of ``pairs``; a pair past its deadline falls back to strings."""
+        pairs = [(gold, response[-MAX_RESPONSE_CHARS:]) for gold, response in pairs]
         results: list[MathResult | None] = [
             exact_match(*pair) if self.exact_first else None for pair in pairs
         ]
         queue = deque(i for i, result in enumerate(results) if result is None)
         while queue or any(w.task is not None for w in self._workers):
+            self._dispatch(pairs, queue)
             now = time.monotonic()
-            for worker in self._workers:
-                while worker.ready and len(worker.tasks) < _PIPELINE_DEPTH and queue:
-                    task = queue.popleft()
-                    worker.conn.send((task, *pairs[task]))
-                    if not worker.tasks:
-                        worker.started = now
-                    worker.tasks.append(task)
             busy = [w.started + self.deadline_s for w in self._workers if w.task is not None]
             timeout = max(0.0, min(busy) - now) if busy else 1.0
             ready_conns = wait([w.conn for w in self._workers], timeout=timeout)
@@ -126,12 +130,30 @@ class MathGradingPool:
                     self._replace(index)
                 if worker.task is not None and now - worker.started > self.deadline_s:
                     task = worker.tasks.popleft()
-                    fallback = grade_fallback(*pairs[task])
-                    results[task] = MathResult(fallback.correct, fallback.extracted, "timeout")
+                    results[task] = self._provisional(worker, task, "timeout")
                     self.num_killed += 1
                     queue.extendleft(reversed(worker.tasks))  # queued behind it: not started
                     self._replace(index)
         return [r for r in results if r is not None]
+
+    def _dispatch(self, pairs: Sequence[tuple[str, str]], queue: deque) -> None:
+        # idle workers first, one task each, then the pipeline: two stuck answers run (and are
+        # killed) side by side instead of queueing behind each other
+        now = time.monotonic()
+        for depth in range(_PIPELINE_DEPTH):
+            for worker in self._workers:
+                if not queue:
+                    return
+                if not worker.ready or len(worker.tasks) != depth:
+                    continue
+                task = queue[0]
+                if depth and sum(map(len, pairs[task])) > _PIPELINE_MAX_CHARS:
+                    continue
+                queue.popleft()
+                worker.conn.send((task, *pairs[task]))
+                if not worker.tasks:
+                    worker.started = now
+                worker.tasks.append(task)
 
     def _receive(self, index, worker, pairs, results, queue) -> None:
         try:
@@ -142,8 +164,7 @@ class MathGradingPool:
                 self._startup_failed()
             if worker.tasks:
                 task = worker.tasks.popleft()
-                fallback = grade_fallback(*pairs[task])
-                results[task] = MathResult(fallback.correct, fallback.extracted, "error")
+                results[task] = self._provisional(worker, task, "error")
                 queue.extendleft(reversed(worker.tasks))
             self._replace(index)
             return
@@ -151,11 +172,21 @@ class MathGradingPool:
             worker.ready = True
             self._startup_failures = 0
             return
+        if message[0] == "fallback":
+            worker.provisional[message[1]] = message[2:]
+            return
         task, correct, extracted, method = message
         if task == worker.task:
             results[task] = MathResult(correct, extracted, method)
             worker.tasks.popleft()
+            worker.provisional.pop(task, None)
             worker.started = time.monotonic()
+
+    @staticmethod
+    def _provisional(worker: _Worker, task: int, method: str) -> MathResult:
+        """The fallback verdict the worker sent before it died or was killed (else wrong)."""
+        correct, extracted = worker.provisional.pop(task, (False, None))
+        return MathResult(bool(correct), extracted, method)  # type: ignore[arg-type]
 
     def _startup_failed(self) -> None:
         self._startup_failures += 1
