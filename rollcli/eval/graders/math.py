@@ -46,7 +46,9 @@ class MathResult:
 # Every pattern here is linear in its input: no two adjacent repeats can match the same text
 # (``\s*(?:is)?\s*`` or a leading ``\s*`` under ``re.sub`` backtrack quadratically on long
 # runs of spaces: 85 s for one answer). tests/eval/test_math_grading.py times them.
-_ANSWER_LINE = re.compile(r"(?:final answer|answer)(?:[ \t]+is)?[ \t]*[:：][ \t]*(.+)", re.IGNORECASE)
+_ANSWER_LINE = re.compile(
+    r"(?:final answer|answer)(?:[ \t]+is)?[ \t]*[:：][ \t]*(.+)", re.IGNORECASE
+)
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 _TEXT = re.compile(r"\\(?:text|textbf|mathrm|mbox)\{([^{}]*)\}")
 _UNITS = re.compile(

@@ -34,7 +34,8 @@ from rollcli.eval.graders.math import MathResult, exact_match
 __all__ = ["MathGradingPool", "GradingPoolError", "MAX_RESPONSE_CHARS"]
 
 MAX_RESPONSE_CHARS = 100_000  # ~25k tokens: far past any max_response_len in use
-_PIPELINE_MAX_CHARS = 16_384  # larger tasks go to idle workers only: a send never blocks on a busy one
+# larger tasks go to idle workers only, so a send never blocks on a busy worker's full socket
+_PIPELINE_MAX_CHARS = 16_384
 
 _MAX_STARTUP_FAILURES = 3
 _STARTUP_TIMEOUT_S = 120.0  # import + warm-up on a badly overloaded machine
