@@ -97,7 +97,7 @@ def register(app: typer.Typer) -> None:
             str | None, typer.Argument(help="Experiment name (letters, digits, _ and -).")
         ] = None,
         template: Annotated[
-            str, typer.Option("--template", "-t", help="Template in templates/specs.")
+            str, typer.Option("--template", "-t", help="Template in rollcli/templates/specs.")
         ] = "quickstart",
         directory: Annotated[Path, typer.Option("--dir", help="Where to write NAME.yaml.")] = Path(
             "experiments"

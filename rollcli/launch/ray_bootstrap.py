@@ -15,7 +15,7 @@ per entry. verl's ``examples/slurm/ray_on_slurm.slurm`` builds its array as
 that whole string and the worker loop ``${nodes_array[$i]}`` finds nothing — no workers. Here
 each task reads its own node from the list, and :func:`slurm_hostnames` has a test for it.
 
-Ports: the head's GCS port is ``ROLLCLI_RAY_PORT`` (templates/sbatch/multinode.sh derives it
+Ports: the head's GCS port is ``ROLLCLI_RAY_PORT`` (rollcli/templates/sbatch/multinode.sh derives it
 from the job id) and each node's other Ray ports are offset by its rank, so a head and a worker
 can share one machine (the local test cluster runs exactly that). Token authentication: the
 head writes a fresh token to ``<job>/ray/auth_token`` (mode 0600) and every process of the job

@@ -29,7 +29,6 @@ __all__ = [
     "DEFAULT_MAX_ARRAY_SIZE",
     "DEFAULT_TIME",
     "ArrayGroup",
-    "TEMPLATE_DIR",
     "group_into_arrays",
     "job_waves",
     "parse_sbatch_extra",
@@ -45,7 +44,6 @@ __all__ = [
 
 DEFAULT_MAX_ARRAY_SIZE = 1001  # Slurm's default MaxArraySize
 DEFAULT_TIME = "24:00:00"  # used when the spec gives no time (submitit's own default is 5 min)
-TEMPLATE_DIR = Path(__file__).resolve().parents[2] / "templates" / "sbatch"
 
 _TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
 
@@ -199,14 +197,13 @@ def submitit_folder(run_dir: Path) -> Path:
 
 
 def _template(name: str) -> string.Template:
-    path = TEMPLATE_DIR / name
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: sbatch template missing (is rollcli installed editable?)")
-    return string.Template(path.read_text("utf-8"))
+    from rollcli.templates import read_sbatch_template
+
+    return string.Template(read_sbatch_template(name))
 
 
 def render_setup(run_dir: Path, resources: Resources) -> list[str]:
-    """The ``# setup`` lines of a script (templates/sbatch/setup.sh, plus multinode.sh when
+    """The ``# setup`` lines of a script (rollcli/templates/sbatch/setup.sh, plus multinode.sh when
     ``nodes > 1``), with the run folder shell-quoted."""
     values = {"run_dir": shlex.quote(str(run_dir)), "nodes": str(resources.nodes)}
     text = _template("setup.sh").substitute(values)

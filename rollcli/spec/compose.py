@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import difflib
-import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -45,11 +44,10 @@ def _suggest(name: str, valid: Sequence[str]) -> str:
 
 
 def templates_dir() -> Path:
-    """``$ROLLCLI_TEMPLATES`` or the repository's ``templates/specs``."""
-    env = os.environ.get("ROLLCLI_TEMPLATES")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[2] / "templates" / "specs"
+    """``$ROLLCLI_TEMPLATES`` or the package's ``rollcli/templates/specs``."""
+    from rollcli.templates import spec_templates_dir
+
+    return spec_templates_dir()
 
 
 def template_names(*, complete: bool = False) -> list[str]:

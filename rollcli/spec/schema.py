@@ -19,7 +19,7 @@ def spec_json_schema() -> dict[str, Any]:
     schema["title"] = "rollcli experiment spec"
     schema["properties"] = {
         "extends": {
-            "description": "base spec(s): a template name in templates/specs or a relative path",
+            "description": "base spec(s): a template name in rollcli/templates/specs or a relative path",
             "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
         },
         **schema["properties"],

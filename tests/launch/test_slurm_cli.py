@@ -24,7 +24,7 @@ pytestmark = [
 ]
 
 # the sim quickstart template: seconds a job, no base model to build
-SPEC = Path(__file__).resolve().parents[2] / "templates" / "specs" / "quickstart.yaml"
+SPEC = Path(__file__).resolve().parents[2] / "rollcli" / "templates" / "specs" / "quickstart.yaml"
 SLURM = ["launch.executor=slurm", "launch.time=00:30:00", "launch.array_parallelism=4", "seeds=[0]"]
 
 

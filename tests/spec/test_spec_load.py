@@ -62,7 +62,7 @@ def test_extends_template_and_relative_base(tmp_path):
     spec = load_spec(child)
     assert spec.seeds == (3, 4)  # from b.yaml, which comes after the template
     assert spec.eval.every == 7 and spec.eval.suite == ("math500",)  # mappings merge
-    assert spec.checkpoint.every == 1  # from templates/specs/base.yaml
+    assert spec.checkpoint.every == 1  # from rollcli/templates/specs/base.yaml
     assert base.exists()
 
 
@@ -175,7 +175,7 @@ def test_oracle_needs_sim(tmp_path):
 
 def test_every_template_and_experiment_validates():
     paths = [
-        *sorted((REPO / "templates" / "specs").glob("*.yaml")),
+        *sorted((REPO / "rollcli" / "templates" / "specs").glob("*.yaml")),
         *sorted((REPO / "experiments").glob("*.yaml")),
     ]
     checked = 0

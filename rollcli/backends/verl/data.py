@@ -38,7 +38,6 @@ try:  # the eval package owns the template; keep one wording everywhere
 except ImportError:  # pragma: no cover - eval package not installed yet
     INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 
-_SHARED_TRAIN = Path("/work/shared/data/train")
 TRAIN_SETS = {"math_train": "math_train_deepscaler.json", "gsm8k_train": "gsm8k_train.jsonl"}
 
 
@@ -53,10 +52,11 @@ def _shipped_train_file(name: str) -> Path:
     ref = resources.files("rollcli.data.train").joinpath(filename)
     if ref.is_file():
         return Path(str(ref))
-    fallback = _SHARED_TRAIN / filename
-    if fallback.is_file():
-        return fallback
-    raise DataError(f"training set {name!r} ({filename}) is not shipped with this rollcli")
+    raise DataError(
+        f"training set {name!r} ({filename}) is not shipped with this rollcli "
+        "(rollcli/data/PROVENANCE.md names its public source); download it and give its path "
+        "as backend.train_data"
+    )
 
 
 def _read_file(path: Path) -> list[dict[str, Any]]:

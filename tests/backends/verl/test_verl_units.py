@@ -103,6 +103,9 @@ def test_prepare_any_jsonl_and_clear_errors(tmp_path):
         prepare_dataset(str(bad), tmp_path / "bad.parquet")
     with pytest.raises(DataError, match="unknown data source"):
         prepare_dataset("no_such_set", tmp_path / "x.parquet")
+    # a set that is not shipped is named as such, with no fallback to any machine's folder
+    with pytest.raises(DataError, match="gsm8k_train.*not shipped.*backend.train_data"):
+        prepare_dataset("gsm8k_train", tmp_path / "g.parquet")
 
 
 def test_rewards():
