@@ -1,18 +1,22 @@
 """The tiny backend: generate rollouts, GRPO-update and evaluate a small transformer on CPU.
 
 It implements :class:`rollcli.backends.api.BaseBackend`. Rollouts live in an in-memory store
-keyed by int refs (a counter in the state); ``update`` recomputes the old log-probabilities
-with the current policy (as verl does, so stale Pilot-Commit pilots get no importance
-correction), then runs ``ppo_epochs`` full-batch Adam steps of the clipped token-mean loss.
-Rows whose advantage is 0 are left out of the forward pass but their tokens stay in the
-token-mean denominator, which leaves loss and gradient unchanged (only when ``kl_coef`` is 0;
-with a KL term every row is forwarded).
+keyed by int refs (a counter in the state). ``update`` shuffles the step's groups and splits
+them, group-aligned, into ``num_minibatches`` mini-batches (rollcli/backends/minibatches.py);
+before the first Adam step it computes every mini-batch's old log-probabilities with the current
+policy (as verl does, so stale Pilot-Commit pilots get no importance correction), then each of
+``ppo_epochs`` passes takes one Adam step per mini-batch on the clipped token-mean loss, every
+mini-batch clipping against those old log-probabilities. Rows whose advantage is 0 are left out
+of the forward pass but their tokens stay in their mini-batch's token-mean denominator, which
+leaves loss and gradient unchanged (only when ``kl_coef`` is 0; with a KL term every row is
+forwarded).
 
 Determinism: torch runs single-threaded here (``num_threads``), sampling uses a generator
 seeded from the run seed and saved in the state, evaluation uses its own generator, re-seeded
-identically for every evaluation (common random numbers), so evaluating never perturbs training. ``state_dict`` holds weights,
-Adam state, generator state, the ref counter and the stored rollouts: a resumed run is
-bit-exact on the same machine, torch version and thread count (see docs/tiny.md).
+identically for every evaluation (common random numbers), so evaluating never perturbs
+training; the mini-batch shuffle has a third generator. ``state_dict`` holds weights, Adam
+state, generator states, the ref counter and the stored rollouts: a resumed run is bit-exact
+on the same machine, torch version and thread count (see docs/tiny.md).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import torch
 
 from rollcli.allocators.api import Ask, Group, Outcome
 from rollcli.backends.api import BaseBackend
+from rollcli.backends.minibatches import split_minibatches
 from rollcli.backends.tiny.base import create_model, load_or_build_base, read_base_info
 from rollcli.backends.tiny.config import TinyConfig
 from rollcli.backends.tiny.grpo import group_advantages, policy_loss
@@ -101,6 +106,9 @@ class TinyBackend(BaseBackend):
             self.model.parameters(), lr=config.lr, betas=tuple(config.adam_betas)
         )
         self.generator = torch.Generator().manual_seed(_mix(self.seed, 0x5A3F))
+        # shuffles each step's groups into mini-batches; its own stream, so the rollouts a run
+        # samples do not depend on num_minibatches
+        self._shuffle = np.random.default_rng(np.random.SeedSequence([self.seed, 0x3B1C]))
         self._version = 0
         self._next_ref = 0
         self._store: dict[int, tuple[int, tuple[int, ...]]] = {}
@@ -164,62 +172,109 @@ class TinyBackend(BaseBackend):
     def update(self, groups: list[Group]) -> dict[str, float]:
         cfg = self.config
         advantages = group_advantages([g.rewards for g in groups], std_normalize=cfg.std_normalize)
-        prompts, responses, adv_rows = [], [], []
-        num_tokens = 0
+        # one (prompts, responses, advantages, all-token count) per group; zero-advantage rows
+        # are not forwarded but their tokens stay in the token-mean denominator
+        rows: list[tuple[list[tuple[int, ...]], list[tuple[int, ...]], list[float], int]] = []
         for group, adv in zip(groups, advantages, strict=True):
+            prompts, responses, adv_rows, tokens = [], [], [], 0
             for ref, a in zip(group.refs, adv, strict=True):
                 if ref not in self._store:
                     raise KeyError(
                         f"rollout ref {ref} is not stored (freed by retain() or never generated)"
                     )
                 prompt_id, response = self._store[ref]
-                num_tokens += len(response)
+                tokens += len(response)
                 if a != 0.0 or cfg.kl_coef > 0:
                     prompts.append(self.pool.prompts[prompt_id])
                     responses.append(response)
                     adv_rows.append(float(a))
+            rows.append((prompts, responses, adv_rows, tokens))
+        # drawn on every update (k > 1), whatever the groups: one draw per step keeps resume simple
+        chunks = split_minibatches([g.size for g in groups], cfg.num_minibatches, self._shuffle)
         self._version += 1
+        num_tokens = sum(r[3] for r in rows)
+        forwarded = [a for r in rows for a in r[2]]
+        chunk_rollouts = [sum(groups[i].size for i in c) for c in chunks] or [0]
         metrics: dict[str, float] = {
             "num_rollouts": float(sum(g.size for g in groups)),
             "num_tokens": float(num_tokens),
-            "rows_forwarded": float(len(adv_rows)),
+            "rows_forwarded": float(len(forwarded)),
+            "minibatches": float(len(chunks)),
+            "minibatch_rollouts_min": float(min(chunk_rollouts)),
+            "minibatch_rollouts_max": float(max(chunk_rollouts)),
         }
-        if not adv_rows or num_tokens == 0:  # nothing to learn: no Adam step (same row keys)
+        if not forwarded or num_tokens == 0:  # nothing to learn: no Adam step (same row keys)
             idle = {"pg_loss": 0.0, "clip_frac": 0.0, "ratio_mean": 1.0, "loss": 0.0}
             if cfg.kl_coef > 0:
                 idle["kl"] = 0.0
-            return {**metrics, **idle, "grad_norm": 0.0, "adv_abs_mean": 0.0, "skipped": 1.0}
-        inputs, targets, mask = pad_batch(prompts, responses)
-        adv_t = torch.tensor(adv_rows, dtype=torch.float32)
+            return {
+                **metrics,
+                **idle,
+                "grad_norm": 0.0,
+                "adv_abs_mean": 0.0,
+                "optimizer_steps": 0.0,
+                "zero_grad_steps": 0.0,
+                "skipped": 1.0,
+            }
         self.model.train()
+        batches = [self._minibatch([rows[i] for i in chunk]) for chunk in chunks]
+        sums: dict[str, float] = {}
+        num_steps = cfg.ppo_epochs * len(batches)
+        zero_grad_steps = 0
+        for _ in range(cfg.ppo_epochs):
+            for batch in batches:
+                self.optimizer.zero_grad(set_to_none=True)
+                if batch is None:
+                    # a mini-batch without a non-zero advantage: a zero gradient; Adam still
+                    # steps (along its momentum), as verl's optimiser does on such a batch
+                    parts = {"pg_loss": 0.0, "clip_frac": 0.0, "ratio_mean": 1.0, "loss": 0.0}
+                    if cfg.kl_coef > 0:
+                        parts["kl"] = 0.0
+                    for p in self.model.parameters():
+                        p.grad = torch.zeros_like(p)
+                    zero_grad_steps += 1
+                else:
+                    inputs, targets, mask, adv_t, old_logp, ref_logp, tokens = batch
+                    logp = response_logprobs(self.model, inputs, targets, cfg.temperature)
+                    loss, parts = policy_loss(
+                        logp,
+                        old_logp,
+                        adv_t,
+                        mask,
+                        clip_eps=cfg.clip_eps,
+                        num_tokens=float(tokens),
+                        ref_logp=ref_logp,
+                        kl_coef=cfg.kl_coef,
+                    )
+                    loss.backward()
+                    parts["loss"] = float(loss.detach())
+                grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+                self.optimizer.step()
+                parts["grad_norm"] = float(grad_norm)
+                for key, value in parts.items():
+                    sums[key] = sums.get(key, 0.0) + value / num_steps
+        metrics["adv_abs_mean"] = float(np.mean(np.abs(forwarded)))
+        metrics["optimizer_steps"] = float(num_steps)
+        metrics["zero_grad_steps"] = float(zero_grad_steps)
+        return {**metrics, **sums, "skipped": 0.0}
+
+    def _minibatch(self, rows: list[tuple[list, list, list[float], int]]) -> tuple | None:
+        """Padded tensors of one mini-batch with the old (and reference) log-probs, computed with
+        the policy before the update's first Adam step; None when no row is forwarded."""
+        prompts = [p for r in rows for p in r[0]]
+        if not prompts:
+            return None
+        responses = [x for r in rows for x in r[1]]
+        adv_t = torch.tensor([a for r in rows for a in r[2]], dtype=torch.float32)
+        tokens = sum(r[3] for r in rows)
+        inputs, targets, mask = pad_batch(prompts, responses)
+        temperature = self.config.temperature
         with torch.no_grad():
-            old_logp = response_logprobs(self.model, inputs, targets, cfg.temperature)
+            old_logp = response_logprobs(self.model, inputs, targets, temperature)
             ref_logp = None
             if self.reference is not None:
-                ref_logp = response_logprobs(self.reference, inputs, targets, cfg.temperature)
-        sums: dict[str, float] = {}
-        for _ in range(cfg.ppo_epochs):
-            logp = response_logprobs(self.model, inputs, targets, cfg.temperature)
-            loss, parts = policy_loss(
-                logp,
-                old_logp,
-                adv_t,
-                mask,
-                clip_eps=cfg.clip_eps,
-                num_tokens=float(num_tokens),
-                ref_logp=ref_logp,
-                kl_coef=cfg.kl_coef,
-            )
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
-            self.optimizer.step()
-            parts["loss"] = float(loss.detach())
-            parts["grad_norm"] = float(grad_norm)
-            for key, value in parts.items():
-                sums[key] = sums.get(key, 0.0) + value / cfg.ppo_epochs
-        metrics["adv_abs_mean"] = float(np.mean(np.abs(adv_rows)))
-        return {**metrics, **sums, "skipped": 0.0}
+                ref_logp = response_logprobs(self.reference, inputs, targets, temperature)
+        return inputs, targets, mask, adv_t, old_logp, ref_logp, tokens
 
     def evaluate(self) -> dict[str, float]:
         """Greedy accuracy, mean@k sampled accuracy, and per level / per task for the headline."""
@@ -276,6 +331,7 @@ class TinyBackend(BaseBackend):
             "model": {k: v.detach().clone() for k, v in self.model.state_dict().items()},
             "optimizer": copy.deepcopy(self.optimizer.state_dict()),
             "generator": self.generator.get_state().clone(),
+            "shuffle": copy.deepcopy(self._shuffle.bit_generator.state),
             "store": [[r, p, list(t)] for r, (p, t) in sorted(self._store.items())],
         }
 
@@ -288,6 +344,8 @@ class TinyBackend(BaseBackend):
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
         self.generator.set_state(torch.as_tensor(state["generator"], dtype=torch.uint8).clone())
+        if "shuffle" in state:  # checkpoints written before mini-batches have none
+            self._shuffle.bit_generator.state = copy.deepcopy(state["shuffle"])
         self._store = {int(r): (int(p), tuple(int(x) for x in t)) for r, p, t in state["store"]}
 
     def close(self) -> None:

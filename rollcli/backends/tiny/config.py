@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from rollcli.backends.minibatches import check_num_minibatches
+
 __all__ = ["TinyConfig", "TASK_KINDS", "MAX_LEVEL"]
 
 # Task families the backend knows (see rollcli/backends/tiny/tasks.py).
@@ -42,8 +44,10 @@ class TinyConfig:
 
     Update: GRPO with group-normalised advantages (``std_normalize``: divide by the group's
     sample std; off = Dr.GRPO-style mean-centring only), token-mean loss, PPO clipping
-    (``clip_eps``) over ``ppo_epochs`` passes on the same batch, optional KL to the base model
-    (``kl_coef``, k3 estimator), global-norm gradient clipping, Adam.
+    (``clip_eps``) against the log-probs of the policy at the start of the update, over
+    ``ppo_epochs`` passes; each pass takes one Adam step per mini-batch (``num_minibatches``
+    group-aligned chunks of the step's shuffled groups, see rollcli/backends/minibatches.py);
+    optional KL to the base model (``kl_coef``, k3 estimator), global-norm gradient clipping.
 
     Evaluation: ``eval_mode`` picks the headline ``accuracy``: ``sampled`` = mean@k over
     ``eval_samples`` samples at ``eval_temperature`` (default: ``temperature``), or ``greedy``.
@@ -72,6 +76,7 @@ class TinyConfig:
     lr: float = 3e-4
     clip_eps: float = 0.2
     ppo_epochs: int = 1
+    num_minibatches: int = 1
     kl_coef: float = 0.0
     grad_clip: float = 1.0
     std_normalize: bool = True
@@ -120,6 +125,7 @@ class TinyConfig:
         _check(self.lr > 0, "lr must be > 0", self.lr)
         _check(self.clip_eps > 0, "clip_eps must be > 0", self.clip_eps)
         _check(self.ppo_epochs >= 1, "ppo_epochs must be >= 1", self.ppo_epochs)
+        check_num_minibatches(self.num_minibatches)
         _check(self.kl_coef >= 0, "kl_coef must be >= 0", self.kl_coef)
         _check(self.grad_clip > 0, "grad_clip must be > 0", self.grad_clip)
         if len(self.adam_betas) != 2 or not all(0 <= b < 1 for b in self.adam_betas):

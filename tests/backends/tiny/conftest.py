@@ -27,6 +27,12 @@ def micro_config(cache_dir: Path, **overrides: Any) -> dict[str, Any]:
     }
 
 
+def learning_micro_config(cache_dir: Path, **overrides: Any) -> dict[str, Any]:
+    """A micro config whose base model is right now and then (one level, ~1/3 of 8-rollout groups
+    informative), so updates take real Adam steps; :func:`micro_config`'s base is always wrong."""
+    return micro_config(cache_dir, max_level=1, base_steps=150, base_lr=1e-2, **overrides)
+
+
 @pytest.fixture(scope="session")
 def tiny_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One base-model cache for the whole session (the micro base is built once)."""

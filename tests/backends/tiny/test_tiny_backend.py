@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -113,3 +114,90 @@ def test_config_imports_without_torch() -> None:
         "import rollcli.backends.tiny; assert 'torch' not in sys.modules, 'torch imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _informative_groups(backend, prompt_ids: list[int], n: int) -> list[Group]:
+    """Groups of ``n`` rollouts with rewards forced to 1, 0, 1, 0, ...: every row is forwarded."""
+    outcomes = backend.generate(Ask(tuple(AskItem(p, n) for p in prompt_ids)))
+    rewards = np.array([1.0, 0.0] * (n // 2))
+    return [Group(o.prompt_id, o.refs, rewards) for o in outcomes]
+
+
+def _adam_steps(backend) -> int:
+    steps = {int(s["step"]) for s in backend.optimizer.state_dict()["state"].values()}
+    assert len(steps) == 1  # every parameter took the same steps
+    return steps.pop()
+
+
+@pytest.mark.parametrize(("k", "epochs"), [(1, 1), (3, 1), (4, 2)])
+def test_k_minibatches_are_k_adam_steps(tiny_cache: Path, k: int, epochs: int) -> None:
+    backend = create_backend(micro_config(tiny_cache, num_minibatches=k, ppo_epochs=epochs), seed=0)
+    metrics = backend.update(_informative_groups(backend, list(range(8)), 4))
+    assert _adam_steps(backend) == k * epochs
+    assert metrics["optimizer_steps"] == k * epochs and metrics["minibatches"] == k
+    assert metrics["zero_grad_steps"] == 0
+    # 8 groups of 4 split group-aligned: 32 / k rollouts each, up to one group apart
+    assert metrics["minibatch_rollouts_max"] - metrics["minibatch_rollouts_min"] <= 4
+    assert metrics["minibatch_rollouts_min"] >= 4 * (8 // k)
+    assert backend.policy_version == 1
+    backend.update(_informative_groups(backend, [8, 9], 4))  # fewer groups than k: one each
+    assert _adam_steps(backend) == k * epochs + min(k, 2) * epochs
+
+
+def test_every_minibatch_clips_against_the_policy_before_the_update(tiny_cache: Path) -> None:
+    # On-policy rows have ratio 1 at the first Adam step, so one mini-batch never clips with
+    # one epoch; a later mini-batch is scored by the moved policy against the old log-probs
+    # and clips (a per-mini-batch recomputation would give ratio 1 again and clip nothing).
+    knobs = {"lr": 3e-2, "clip_eps": 1e-3}
+    one = create_backend(micro_config(tiny_cache, **knobs), seed=0)
+    assert one.update(_informative_groups(one, list(range(4)), 4))["clip_frac"] == 0.0
+    four = create_backend(micro_config(tiny_cache, num_minibatches=4, **knobs), seed=0)
+    assert four.update(_informative_groups(four, list(range(4)), 4))["clip_frac"] > 0.0
+
+
+def test_zero_gradient_minibatch_still_steps_adam(tiny_cache: Path) -> None:
+    backend = create_backend(micro_config(tiny_cache, num_minibatches=2), seed=0)
+    (live, flat) = backend.generate(Ask((AskItem(0, 4), AskItem(1, 4))))
+    groups = [Group(0, live.refs, np.array([1.0, 0.0, 0.0, 1.0])), Group(1, flat.refs, np.ones(4))]
+    metrics = backend.update(groups)
+    assert metrics["optimizer_steps"] == 2 and metrics["zero_grad_steps"] == 1
+    assert _adam_steps(backend) == 2
+
+
+def test_minibatch_shuffle_does_not_touch_the_sampling_stream(tiny_cache: Path) -> None:
+    a = create_backend(micro_config(tiny_cache, num_minibatches=1), seed=4)
+    b = create_backend(micro_config(tiny_cache, num_minibatches=3), seed=4)
+    for backend in (a, b):
+        backend.update(_informative_groups(backend, list(range(6)), 4))
+    assert torch.equal(a.generator.get_state(), b.generator.get_state())
+
+
+def test_num_minibatches_must_be_a_positive_int() -> None:
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="num_minibatches"):
+            TinyConfig(num_minibatches=bad)
+
+
+def test_state_round_trip_with_minibatches_continues_bit_exactly(tiny_cache: Path) -> None:
+    # the contract suite's micro base gets no reward, so its updates never step: here every
+    # group is informative and each update is three Adam steps over shuffled mini-batches
+    config = micro_config(tiny_cache, num_minibatches=3)
+    original, restored = create_backend(config, seed=7), create_backend(config, seed=7)
+    original.update(_informative_groups(original, list(range(6)), 4))
+    state = pickle.loads(pickle.dumps(original.state_dict()))
+
+    def continuation(backend) -> list:
+        out = []
+        for first in (10, 20):
+            metrics = backend.update(_informative_groups(backend, list(range(first, first + 7)), 4))
+            weights = [v.clone() for v in backend.model.state_dict().values()]
+            out.append((sorted(metrics.items()), weights))
+        return out
+
+    expected = continuation(original)
+    restored.load_state_dict(state)
+    got = continuation(restored)
+    for (m_a, w_a), (m_b, w_b) in zip(expected, got, strict=True):
+        assert m_a == m_b
+        assert all(torch.equal(x, y) for x, y in zip(w_a, w_b, strict=True))
+    assert expected[0][0] != continuation(create_backend(config, seed=8))[0][0]

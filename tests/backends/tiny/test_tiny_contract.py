@@ -22,3 +22,10 @@ class TestTinyBackendContract(BackendContract):
 
     def make_backend(self, seed: int) -> BaseBackend:
         return create_backend(micro_config(self.cache), seed=seed)
+
+
+class TestTinyBackendContractMinibatches(TestTinyBackendContract):
+    """The same contract with three mini-batches per update (the shuffle's state round-trips)."""
+
+    def make_backend(self, seed: int) -> BaseBackend:
+        return create_backend(micro_config(self.cache, num_minibatches=3), seed=seed)
