@@ -1,5 +1,13 @@
-"""Rollout allocators: pure policy objects behind an ask/tell protocol (numpy + stdlib only)."""
+"""Rollout allocators: pure policy objects behind an ask/tell protocol (numpy + stdlib only).
 
+The protocol and base class are in :mod:`rollcli.allocators.api`, the registry (and the
+``rollcli.allocators`` entry-point group for plug-ins) in :mod:`rollcli.allocators.registry`,
+state helpers in :mod:`rollcli.allocators.state`. Each allocator module below registers its
+kind when imported: a new allocator in rollcli adds its module to this list.
+"""
+
+# rollcli's own allocators: importing a module registers its kind
+from rollcli.allocators import dynamic, oracle, pilot_commit, uniform, vigor  # noqa: F401
 from rollcli.allocators.api import (
     AllocatorError,
     Ask,
@@ -12,15 +20,22 @@ from rollcli.allocators.api import (
 )
 from rollcli.allocators.registry import (
     ALLOCATORS,
+    CONFIGS,
+    ENTRY_POINT_GROUP,
     PRESETS,
     UnknownAllocatorError,
     allocator_kinds,
     create_allocator,
     create_config,
+    load_entry_points,
+    register_allocator,
+    unregister_allocator,
 )
 
 __all__ = [
     "ALLOCATORS",
+    "CONFIGS",
+    "ENTRY_POINT_GROUP",
     "PRESETS",
     "AllocatorError",
     "Ask",
@@ -34,4 +49,7 @@ __all__ = [
     "allocator_kinds",
     "create_allocator",
     "create_config",
+    "load_entry_points",
+    "register_allocator",
+    "unregister_allocator",
 ]

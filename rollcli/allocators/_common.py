@@ -1,7 +1,5 @@
-"""Helpers shared by the allocators: JSON round-trips, an order-free reward variance, checks.
-
-Allocator state must survive ``json.dumps`` at any point between protocol calls, so every
-outcome or group an allocator holds is stored as plain lists here and rebuilt on load.
+"""Helpers shared by rollcli's own allocators: merged groups, an order-free reward variance,
+knob checks. (State helpers are public, in :mod:`rollcli.allocators.state`.)
 """
 
 from __future__ import annotations
@@ -16,47 +14,11 @@ import numpy as np
 from rollcli.allocators.api import Group, Outcome
 
 __all__ = [
-    "outcome_to_json",
-    "outcome_from_json",
-    "group_to_json",
-    "group_from_json",
     "merge_outcomes",
     "reward_variance",
     "check_choice",
     "nested_config",
 ]
-
-
-def outcome_to_json(o: Outcome) -> list[Any]:
-    return [
-        o.prompt_id,
-        o.phase,
-        o.rewards.tolist(),
-        o.num_tokens.tolist(),
-        o.policy_version,
-        list(o.refs),
-    ]
-
-
-def outcome_from_json(s: Sequence[Any]) -> Outcome:
-    prompt, phase, rewards, tokens, version, refs = s
-    return Outcome(
-        int(prompt),
-        str(phase),
-        np.asarray(rewards, dtype=float),
-        np.asarray(tokens, dtype=np.int64),
-        int(version),
-        tuple(refs),
-    )
-
-
-def group_to_json(g: Group) -> list[Any]:
-    return [g.prompt_id, list(g.refs), g.rewards.tolist()]
-
-
-def group_from_json(s: Sequence[Any]) -> Group:
-    prompt, refs, rewards = s
-    return Group(int(prompt), tuple(refs), np.asarray(rewards, dtype=float))
 
 
 def merge_outcomes(prompt_id: int, outcomes: Sequence[Outcome]) -> Group:

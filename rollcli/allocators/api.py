@@ -11,19 +11,23 @@ generates or trains: it *asks* for rollouts, is *told* their rewards, and finall
     backend.update(groups)
     backend.retain(allocator.live_refs())      # the backend may free every other rollout
 
-This module holds the small value types of that protocol, the prompt source (epoch order,
-deferral, eviction), the budget ledger and the abstract base class. Pure Python + numpy.
+This module holds the small value types of that protocol, the budget ledger and the abstract
+base class; the prompt source (epoch order, deferral, eviction, random draws) lives in
+:mod:`rollcli.allocators.source` and is re-exported here. Pure Python + numpy.
 """
 
 from __future__ import annotations
 
 import abc
 import dataclasses
+import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
+
+from rollcli.allocators.source import PromptSource
 
 __all__ = [
     "AllocatorError",
@@ -35,6 +39,7 @@ __all__ = [
     "PromptSource",
     "BaseAllocator",
     "OracleFn",
+    "config_kind",
 ]
 
 # A backend's opaque handle on one generated rollout. Backends use ints; the allocator only
@@ -140,16 +145,42 @@ class Group:
     ``rewards`` are aligned with ``refs`` so a backend can compute advantages without a lookup.
     Groups may have different sizes (VIGOR) and may join rollouts of several phases or policy
     versions (Pilot-Commit trains a prompt's pilot and commit rollouts as one group).
+
+    The advantage rule every backend applies (sim, tiny and verl alike):
+
+    * ``baseline is None`` (the default): GRPO's, over exactly the group's rollouts,
+      ``A_i = (r_i - mean) / (std + eps)`` (or ``r_i - mean`` where the backend turns std
+      normalisation off). An allocator that generates more than it trains (PODS: n generated,
+      m kept) puts only the kept rollouts in the group, so the advantage is normalised over
+      that subset; the rest are generated-only rollouts, counted by the ledger as generated and
+      not as trained.
+    * ``baseline`` a number: ``A_i = r_i - baseline``, no std division and no group mean
+      (Reinforce-Ada's global-statistics advantage: the baseline is the success rate over every
+      rollout drawn for the prompt, trained or not). A group of one rollout then trains too.
     """
 
     prompt_id: int
     refs: tuple[RolloutRef, ...]
     rewards: np.ndarray
+    baseline: float | None = None
 
-    def __init__(self, prompt_id: int, refs: tuple[RolloutRef, ...], rewards: np.ndarray) -> None:
+    def __init__(
+        self,
+        prompt_id: int,
+        refs: tuple[RolloutRef, ...],
+        rewards: np.ndarray,
+        baseline: float | None = None,
+    ) -> None:
         _group_set[0](self, prompt_id)
         _group_set[1](self, refs)
         _group_set[2](self, rewards)
+        if baseline is not None:
+            baseline = float(baseline)
+            if not math.isfinite(baseline):
+                raise ValueError(
+                    f"group of prompt {prompt_id}: baseline must be finite, got {baseline}"
+                )
+        _group_set[3](self, baseline)
 
     @property
     def size(self) -> int:
@@ -173,7 +204,13 @@ _group_set = _setters(Group)
 
 @dataclass
 class BudgetLedger:
-    """Counts every generated rollout and token, including discarded pilots and rejected groups."""
+    """Counts every generated rollout and token, and the rollouts that went into training groups.
+
+    Generated counts include discarded pilots and rejected groups; trained counts are the
+    rollouts of the groups :meth:`BaseAllocator.train_groups` returned. Their difference is
+    what an allocator generated and did not train on (DAPO's dropped groups, the pilots of
+    Pilot-Commit's rejected prompts, the n - m rollouts PODS leaves out).
+    """
 
     num_rollouts: int = 0
     num_tokens: int = 0
@@ -181,10 +218,13 @@ class BudgetLedger:
     step_tokens: int = 0
     step_groups: int = 0
     step_zero_variance_groups: int = 0
+    num_trained_rollouts: int = 0
+    step_trained_rollouts: int = 0
 
     def start_step(self) -> None:
         self.step_rollouts = self.step_tokens = 0
         self.step_groups = self.step_zero_variance_groups = 0
+        self.step_trained_rollouts = 0
 
     def record(self, outcomes: Iterable[Outcome]) -> None:
         outcomes = list(outcomes)
@@ -211,180 +251,65 @@ class BudgetLedger:
         self.step_groups += len(outcomes)
         self.step_zero_variance_groups += int(flat.sum())
 
+    def record_trained(self, groups: Iterable[Group]) -> None:
+        """Count the rollouts of this step's training groups."""
+        trained = sum([len(g.refs) for g in groups])
+        self.num_trained_rollouts += trained
+        self.step_trained_rollouts += trained
+
     def state_dict(self) -> dict[str, int]:
         return dict(self.__dict__)
 
     def load_state_dict(self, state: Mapping[str, int]) -> None:
+        # a counter missing from the state (a checkpoint written before it existed) restarts at 0
         for key in self.__dict__:
-            setattr(self, key, int(state[key]))
-
-
-@dataclass
-class PromptSource:
-    """The training pool: a fresh random order each epoch, prompts deferred or evicted.
-
-    ``take(k)`` returns up to ``k`` prompts of the current epoch not yet handed out, starting a
-    new epoch (new permutation, deferred prompts back in) when the epoch is exhausted and
-    ``wrap`` is true. Deferred prompts skip the rest of this epoch; evicted ones never return.
-
-    Internally a numpy copy of the order and a mask of the prompts that are deferred or evicted
-    let ``take`` and ``remaining_in_epoch`` scan the order vectorised; the sets stay the truth
-    (state, counts) and every change to them goes through the methods below.
-    """
-
-    num_prompts: int
-    seed: int
-    epoch: int = 0
-    _order: list[int] = field(default_factory=list)
-    _cursor: int = 0
-    _deferred: set[int] = field(default_factory=set)
-    _evicted: set[int] = field(default_factory=set)
-
-    def __post_init__(self) -> None:
-        if self.num_prompts <= 0:
-            raise ValueError("the prompt pool is empty")
-        if self._order:
-            self._sync(np.asarray(self._order, dtype=np.int64))
-        else:
-            self._sync(self._permutation(self.epoch))
-
-    def _permutation(self, epoch: int) -> np.ndarray:
-        return np.random.default_rng([self.seed, epoch]).permutation(self.num_prompts)
-
-    def _sync(self, order: np.ndarray) -> None:
-        """Set the epoch's order; rebuild the blocked mask from the two sets."""
-        self._order_arr = order
-        self._order = order.tolist()
-        self._blocked = np.zeros(self.num_prompts, dtype=bool)
-        for prompt in self._deferred | self._evicted:
-            self._block(prompt)
-
-    def _block(self, prompt_id: int) -> None:
-        if 0 <= prompt_id < self.num_prompts:  # other ids never occur in the order
-            self._blocked[prompt_id] = True
-
-    @property
-    def num_active(self) -> int:
-        return self.num_prompts - len(self._evicted)
-
-    @property
-    def num_evicted(self) -> int:
-        return len(self._evicted)
-
-    @property
-    def num_deferred(self) -> int:
-        return len(self._deferred)
-
-    def is_evicted(self, prompt_id: int) -> bool:
-        return prompt_id in self._evicted
-
-    def remaining_in_epoch(self) -> int:
-        rest = self._order_arr[self._cursor :]
-        if not (self._deferred or self._evicted):
-            return int(rest.size)
-        return int(rest.size - np.count_nonzero(self._blocked[rest]))
-
-    def take(self, k: int, *, wrap: bool = True) -> list[int]:
-        """Hand out up to ``k`` prompts; crossing an epoch boundary starts the next epoch.
-
-        At most one boundary is crossed per call, so ``k`` larger than the active pool returns
-        fewer prompts (each once) instead of looping over epochs.
-        """
-        taken = self._scan(k, ())
-        if len(taken) < k and wrap and self.num_active != 0:
-            # _scan stopped short only at the end of the epoch
-            self.new_epoch()
-            if self.remaining_in_epoch() > 0:
-                taken += self._scan(k - len(taken), taken)
-        return taken
-
-    def _scan(self, need: int, exclude: Sequence[int]) -> list[int]:
-        """Up to ``need`` prompts of this epoch from the cursor on, skipping blocked and ``exclude``.
-
-        The cursor ends just past the last prompt taken, or at the end of the epoch.
-        """
-        order, cursor = self._order_arr, self._cursor
-        size = order.size
-        if need <= 0 or cursor >= size:
-            return []
-        if not (self._deferred or self._evicted or exclude):
-            end = min(cursor + need, size)
-            self._cursor = end
-            return order[cursor:end].tolist()
-        blocked = self._blocked
-        if exclude:
-            blocked = blocked.copy()
-            blocked[np.asarray(exclude, dtype=np.int64)] = True
-        taken: list[int] = []
-        chunk = max(2 * need, 256)
-        while need > 0 and cursor < size:
-            window = order[cursor : cursor + chunk]
-            free = np.flatnonzero(~blocked[window])
-            if free.size >= need:
-                taken += window[free[:need]].tolist()
-                cursor += int(free[need - 1]) + 1
-                need = 0
-            else:
-                taken += window[free].tolist()
-                cursor += window.size
-                need -= free.size
-                chunk *= 2
-        self._cursor = cursor
-        return taken
-
-    def new_epoch(self) -> None:
-        """Start the next epoch: new order, deferred prompts come back."""
-        self.epoch += 1
-        self._cursor = 0
-        self._deferred.clear()
-        self._sync(self._permutation(self.epoch))
-
-    def defer(self, prompt_id: int) -> None:
-        """Skip this prompt for the rest of the epoch; it returns in the next one."""
-        if prompt_id not in self._evicted:
-            self._deferred.add(prompt_id)
-            self._block(prompt_id)
-
-    def evict(self, prompt_id: int) -> None:
-        """Remove this prompt from the pool for the rest of training."""
-        self._evicted.add(prompt_id)
-        self._deferred.discard(prompt_id)
-        self._block(prompt_id)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "num_prompts": self.num_prompts,
-            "seed": self.seed,
-            "epoch": self.epoch,
-            "cursor": self._cursor,
-            "deferred": sorted(self._deferred),
-            "evicted": sorted(self._evicted),
-        }
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        if int(state["num_prompts"]) != self.num_prompts:
-            raise ValueError(
-                f"checkpoint has a pool of {state['num_prompts']} prompts, this run {self.num_prompts}"
-            )
-        self.seed = int(state["seed"])
-        self.epoch = int(state["epoch"])
-        self._cursor = int(state["cursor"])
-        self._deferred = {int(p) for p in state["deferred"]}
-        self._evicted = {int(p) for p in state["evicted"]}
-        self._sync(self._permutation(self.epoch))
+            setattr(self, key, int(state.get(key, 0)))
 
 
 class BaseAllocator(abc.ABC):
-    """Base class of every allocator: drives the ledger and checks the protocol.
+    """Base class of every allocator: drives the ledger, checks the protocol, saves the state.
 
-    Subclasses implement :meth:`_start_step`, :meth:`_ask`, :meth:`_tell`, :meth:`_train_groups`
-    and the ``_state``/``_load_state`` pair for whatever they keep beyond the prompt source,
-    ledger and RNG. ``rollouts_per_step`` is the spec's per-step budget; each allocator turns it
-    into a batch size as its algorithm needs (and says so in its config docstring).
+    A subclass names its frozen config dataclass in ``config_class``; the config's
+    ``kind: Literal["<kind>"] = "<kind>"`` field is the one place a kind is named (``kind`` here
+    and the registry key are read from it). It implements the hooks below; the public protocol
+    methods (:meth:`start_step`, :meth:`ask`, :meth:`tell`, :meth:`train_groups`) wrap them with
+    the protocol checks and the ledger, so a hook never sees an out-of-order call.
+
+    Required:
+      * :attr:`max_step_rollouts` -- the most rollouts one step may generate (an int);
+      * :meth:`_ask`, :meth:`_tell`, :meth:`_train_groups` -- one step of the algorithm.
+    Optional: :meth:`_start_step`, :meth:`_state` / :meth:`_load_state`, :meth:`live_refs`,
+    :meth:`stats`, and the class attributes ``presets`` and ``requires_oracle``.
+
+    Available to the hooks: ``self.config``, ``self.rollouts_per_step`` (the spec's per-step
+    budget; each allocator turns it into a batch size and raises ``ValueError`` naming the knob
+    when it does not divide), ``self.source`` (:class:`PromptSource`: ``take`` in epoch order,
+    ``sample`` at random, ``defer``, ``evict``), ``self.rng`` (seeded from the run seed, saved
+    in the state: use it for every random choice), ``self.step`` (0-based), ``self.ledger`` and,
+    for ``requires_oracle`` allocators, ``self.oracle``.
     """
 
+    #: The frozen config dataclass of this kind (see docs/CONTRACTS.md §1).
+    config_class: ClassVar[type]
+    #: The kind, read from ``config_class``'s ``kind`` field when the subclass is created.
     kind: ClassVar[str]
+    #: Published settings: preset name -> knob values (explicit knobs override them).
+    presets: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
+    #: Needs the true success probabilities (the sim backend's), passed in as ``oracle``.
     requires_oracle: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        config_class = cls.__dict__.get("config_class")
+        if config_class is not None:
+            kind = config_kind(config_class)
+            declared = cls.__dict__.get("kind")
+            if declared is not None and declared != kind:
+                raise TypeError(
+                    f"{cls.__name__}.kind = {declared!r} but its config_class "
+                    f"{config_class.__name__} names kind {kind!r}; drop the class attribute"
+                )
+            cls.kind = kind
 
     def __init__(
         self,
@@ -395,6 +320,12 @@ class BaseAllocator(abc.ABC):
         seed: int,
         oracle: OracleFn | None = None,
     ) -> None:
+        config_class = getattr(type(self), "config_class", None)
+        if config_class is not None and not isinstance(config, config_class):
+            raise TypeError(
+                f"{type(self).__name__} takes a {config_class.__name__}, "
+                f"got {type(config).__name__}"
+            )
         if rollouts_per_step <= 0:
             raise ValueError(f"rollouts_per_step must be positive, got {rollouts_per_step}")
         if self.requires_oracle and oracle is None:
@@ -412,6 +343,16 @@ class BaseAllocator(abc.ABC):
         self.step = -1
         self._pending: Ask | None = None
         self._in_step = False
+
+    @property
+    @abc.abstractmethod
+    def max_step_rollouts(self) -> int:
+        """The most rollouts one step may generate; the contract suite holds every step to it.
+
+        ``rollouts_per_step`` for an allocator that keeps to the budget. An allocator that
+        overspends by design states its bound (DAPO: every generation batch it may refill;
+        Pilot-Commit: every round's pilots plus one batch of commits). Always an int.
+        """
 
     # -- protocol -------------------------------------------------------------------------
     def start_step(self, step: int) -> None:
@@ -458,21 +399,31 @@ class BaseAllocator(abc.ABC):
         self._tell(list(outcomes))
 
     def train_groups(self) -> list[Group]:
-        """The groups to train on; ends the step."""
+        """The groups to train on; ends the step (the ledger counts their rollouts as trained)."""
         if not self._in_step:
             raise AllocatorError("train_groups() outside a step")
         if self._pending is not None:
             raise AllocatorError("train_groups() with an ask still pending")
         groups = self._train_groups()
+        self.ledger.record_trained(groups)
         self._in_step = False
         return groups
 
     def live_refs(self) -> set[RolloutRef]:
-        """Rollouts the allocator may still put into a future group (replay buffers, bound commits)."""
+        """Rollouts the allocator may still put into a future group (replay buffers, bound commits).
+
+        Called after each step's update; the backend frees every other rollout. Override when
+        rollouts of this step may train in a later one; the default (none) suits allocators
+        whose groups all train in the step that generated them.
+        """
         return set()
 
     def stats(self) -> dict[str, float]:
-        """Counters for the metrics row (evicted, deferred, buffer sizes, rounds, ...)."""
+        """Counters for the metrics row (evicted, deferred, buffer sizes, rounds, ...).
+
+        Extend with ``{**super().stats(), "my_counter": x}``; every key except ``evicted``,
+        ``deferred`` and ``epoch`` goes into the row as ``alloc/<key>``; values are finite numbers.
+        """
         return {
             "evicted": self.source.num_evicted,
             "deferred": self.source.num_deferred,
@@ -496,6 +447,7 @@ class BaseAllocator(abc.ABC):
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a :meth:`state_dict`; the driver then re-generates a pending ask, if any."""
         if state["kind"] != self.kind:
             raise ValueError(f"checkpoint is of allocator '{state['kind']}', not '{self.kind}'")
         self.step = int(state["step"])
@@ -511,21 +463,57 @@ class BaseAllocator(abc.ABC):
         self.rng.bit_generator.state = state["rng"]
         self._load_state(state["algorithm"])
 
-    # -- to implement -----------------------------------------------------------------------
+    # -- hooks to implement -----------------------------------------------------------------
     def _start_step(self) -> None:  # noqa: B027 - optional hook
-        """Reset per-step state."""
+        """Reset per-step state. Called by :meth:`start_step`; ``self.step`` is already set."""
 
     @abc.abstractmethod
-    def _ask(self) -> Ask | None: ...
+    def _ask(self) -> Ask | None:
+        """The next generation request of this step, or None when the step's groups are complete.
+
+        Called again after each :meth:`_tell` until it returns None (an ask with no items counts
+        as None). One ask may mix phases (tags of your choosing) and prompts of several epochs,
+        but never holds a prompt twice. Take prompts from ``self.source`` and draw randomness
+        from ``self.rng``; a step that may never end must give up after a stated number of asks.
+        """
 
     @abc.abstractmethod
-    def _tell(self, outcomes: list[Outcome]) -> None: ...
+    def _tell(self, outcomes: list[Outcome]) -> None:
+        """Take in the outcomes of the last ask, one per item, in ask order.
+
+        The ledger has already counted them. Decide here what each prompt's rollouts become:
+        a training group, a buffer entry, deferral (``self.source.defer``) or eviction
+        (``self.source.evict``); keep the ``Outcome`` objects you may put in a group.
+        """
 
     @abc.abstractmethod
-    def _train_groups(self) -> list[Group]: ...
+    def _train_groups(self) -> list[Group]:
+        """The groups this step trains on (each rollout at most once over the whole run).
+
+        Called once :meth:`_ask` returned None. Group refs and rewards must be those the
+        outcomes told; a group may carry a ``baseline`` (see :class:`Group`). Groups may be empty.
+        """
 
     def _state(self) -> dict[str, Any]:
+        """Everything the algorithm keeps beyond source, ledger and RNG, as JSON-safe data.
+
+        Must be valid between any two protocol calls, even with an ask pending. The helpers in
+        :mod:`rollcli.allocators.state` turn outcomes, groups, numpy arrays and per-prompt
+        dictionaries into plain lists and back.
+        """
         return {}
 
     def _load_state(self, state: Mapping[str, Any]) -> None:  # noqa: B027 - optional hook
-        pass
+        """Restore what :meth:`_state` returned (after a JSON round trip)."""
+
+
+def config_kind(config_class: type) -> str:
+    """The kind a config dataclass names: its ``kind`` field's default, a ``Literal`` of itself."""
+    fields = getattr(config_class, "__dataclass_fields__", None)
+    kind = fields.get("kind") if fields else None
+    if kind is None or not isinstance(kind.default, str) or not kind.default:
+        raise TypeError(
+            f"{getattr(config_class, '__name__', config_class)} must be a dataclass with a field "
+            "kind: Literal['<kind>'] = '<kind>'"
+        )
+    return kind.default

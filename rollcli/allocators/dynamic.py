@@ -13,11 +13,14 @@ informative groups it has.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from rollcli.allocators._common import check_choice, group_from_json, group_to_json
+from rollcli.allocators._common import check_choice
 from rollcli.allocators.api import AllocatorError, Ask, AskItem, BaseAllocator, Group, Outcome
+from rollcli.allocators.registry import register_allocator
+from rollcli.allocators.state import group_from_json, group_to_json
 
 __all__ = ["DynamicConfig", "DynamicAllocator"]
 
@@ -45,10 +48,12 @@ class DynamicConfig:
         check_choice("on_max_gen_batches", self.on_max_gen_batches, ["error", "train"])
 
 
+@register_allocator
 class DynamicAllocator(BaseAllocator):
     """Refill generation batches until the train batch holds ``B`` informative groups."""
 
-    kind = "dynamic"
+    config_class = DynamicConfig
+    presets = {"paper-dapo": {"n": 16, "gen_batch_factor": 3, "max_gen_batches": 10}}
 
     def __init__(self, config: DynamicConfig, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
@@ -66,10 +71,11 @@ class DynamicAllocator(BaseAllocator):
         self._total_batches = 0
 
     @property
-    def max_step_rollouts(self) -> int | None:
-        """The most one step can generate (None: unbounded, ``max_gen_batches <= 0``)."""
+    def max_step_rollouts(self) -> int:
+        """Every generation batch of ``max_gen_batches``; ``sys.maxsize`` when the knob asks for
+        no limit (``<= 0``: refill until ``B`` informative groups, however long that takes)."""
         if self.config.max_gen_batches <= 0:
-            return None
+            return sys.maxsize
         return self.config.max_gen_batches * self.gen_batch_prompts * self.config.n
 
     def _start_step(self) -> None:

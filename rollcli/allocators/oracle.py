@@ -16,8 +16,10 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rollcli.allocators._common import check_choice, group_from_json, group_to_json
+from rollcli.allocators._common import check_choice
 from rollcli.allocators.api import AllocatorError, Ask, AskItem, BaseAllocator, Group, Outcome
+from rollcli.allocators.registry import register_allocator
+from rollcli.allocators.state import group_from_json, group_to_json
 
 __all__ = ["OracleConfig", "OracleAllocator", "oracle_scores"]
 
@@ -51,10 +53,15 @@ def oracle_scores(p: np.ndarray, n: int, score: str) -> np.ndarray:
     return 1.0 - p**n - (1.0 - p) ** n
 
 
+@register_allocator
 class OracleAllocator(BaseAllocator):
     """One ask per step: the top-B candidates by true informativeness, ``n`` rollouts each."""
 
-    kind = "oracle"
+    config_class = OracleConfig
+    presets = {
+        "variance": {"n": 8, "score": "variance"},
+        "informative": {"n": 8, "score": "informative"},
+    }
     requires_oracle = True
 
     def __init__(self, config: OracleConfig, **kwargs: Any) -> None:

@@ -29,15 +29,18 @@ import numpy as np
 
 from rollcli.allocators._common import (
     check_choice,
-    group_from_json,
-    group_to_json,
     merge_outcomes,
     nested_config,
-    outcome_from_json,
-    outcome_to_json,
     reward_variance,
 )
 from rollcli.allocators.api import AllocatorError, Ask, AskItem, BaseAllocator, Group, Outcome
+from rollcli.allocators.registry import register_allocator
+from rollcli.allocators.state import (
+    group_from_json,
+    group_to_json,
+    outcome_from_json,
+    outcome_to_json,
+)
 
 __all__ = ["ReplayConfig", "PilotCommitConfig", "PilotCommitAllocator"]
 
@@ -127,10 +130,38 @@ _STEP_COUNTERS = (
 )  # fmt: skip
 
 
+_PAPER = {
+    "p_lower": 0.125,
+    "p_upper": 0.75,
+    "evict_at": 1.0,
+    "evict_consecutive": 1,
+    "pilot_batch_factor": 3,
+    "bind": True,
+    "max_rounds": 10,
+}
+
+
+@register_allocator
 class PilotCommitAllocator(BaseAllocator):
     """Pilot rounds, survivor buffer, commits, bound or sequential; see the module docstring."""
 
-    kind = "pilot_commit"
+    config_class = PilotCommitConfig
+    presets = {
+        # Qwen2.5-Math-1.5B, DeepMath: train_scripts/pc_qwen2.5-1.5b_p32c96.sh (the defaults)
+        "paper-1.5b": {
+            "n_pilot": 32,
+            "n_commit": 96,
+            **_PAPER,
+            "replay": {"max_age": 4, "order": "max_variance", "flush_at_epoch_end": True},
+        },
+        # Qwen3-4B, Polaris: pc_qwen3-4b_p16c48.sh
+        "paper-4b": {
+            "n_pilot": 16,
+            "n_commit": 48,
+            **_PAPER,
+            "replay": {"max_age": 4, "order": "random", "flush_at_epoch_end": True},
+        },
+    }
 
     def __init__(self, config: PilotCommitConfig, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)

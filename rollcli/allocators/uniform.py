@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 from rollcli.allocators.api import Ask, AskItem, BaseAllocator, Group, Outcome
+from rollcli.allocators.registry import register_allocator
+from rollcli.allocators.state import group_from_json, group_to_json
 
 __all__ = ["UniformConfig", "UniformAllocator"]
 
@@ -24,10 +26,16 @@ class UniformConfig:
             raise ValueError(f"n must be >= 1, got {self.n}")
 
 
+@register_allocator
 class UniformAllocator(BaseAllocator):
     """One generation pass of ``n`` rollouts for each prompt of the batch; train on all of them."""
 
-    kind = "uniform"
+    config_class = UniformConfig
+    presets = {
+        "paper-grpo": {"n": 8},
+        "paper-1.5b": {"n": 128},  # Pilot-Commit's GRPO baseline, Qwen2.5-Math-1.5B
+        "paper-4b": {"n": 64},  # Pilot-Commit's GRPO baseline, Qwen3-4B
+    }
 
     def __init__(self, config: UniformConfig, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
@@ -66,13 +74,9 @@ class UniformAllocator(BaseAllocator):
     def _state(self) -> dict[str, Any]:
         return {
             "asked": self._asked,
-            "groups": [[g.prompt_id, list(g.refs), g.rewards.tolist()] for g in self._groups],
+            "groups": [group_to_json(g) for g in self._groups],
         }
 
     def _load_state(self, state: dict[str, Any]) -> None:
-        import numpy as np
-
         self._asked = bool(state["asked"])
-        self._groups = [
-            Group(int(p), tuple(r), np.asarray(w, float)) for p, r, w in state["groups"]
-        ]
+        self._groups = [group_from_json(g) for g in state["groups"]]

@@ -27,14 +27,10 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rollcli.allocators._common import (
-    check_choice,
-    merge_outcomes,
-    outcome_from_json,
-    outcome_to_json,
-    reward_variance,
-)
+from rollcli.allocators._common import check_choice, merge_outcomes, reward_variance
 from rollcli.allocators.api import Ask, AskItem, BaseAllocator, Group, Outcome
+from rollcli.allocators.registry import register_allocator
+from rollcli.allocators.state import outcome_from_json, outcome_to_json
 
 __all__ = ["VigorConfig", "VigorAllocator", "vigor_round_sizes", "vigor_step_cost"]
 
@@ -93,10 +89,22 @@ def vigor_step_cost(config: VigorConfig, num_prompts: int) -> int:
     return sum(a * m for a, m in zip(sizes, config.rollouts_per_round(), strict=True))
 
 
+_HALVING = {"alpha": 0.5, "gamma": 2.0, "rounds": 4}
+
+
+@register_allocator
 class VigorAllocator(BaseAllocator):
     """Round-based variance-guided allocation; see the module docstring."""
 
-    kind = "vigor"
+    config_class = VigorConfig
+    presets = {
+        # the paper's rule m0 = G / T with alpha * gamma = 1, for GRPO's G = 8
+        "paper": {"m0": 2, **_HALVING},
+        # the same rule for G = 128 (Pilot-Commit's 1.5B comparison)
+        "paper-g128": {"m0": 32, **_HALVING},
+        # the third-party implementation: m0=2, T=4, alpha=0.5, gamma=2, population variance
+        "thirdparty": {"m0": 2, **_HALVING},
+    }
 
     def __init__(self, config: VigorConfig, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)

@@ -207,6 +207,11 @@ def describe_error(error: dict[str, Any], data: Any, marks: Marks) -> tuple[Any,
         close = difflib.get_close_matches(str(tag), valid, n=1)
         hint = f"; did you mean '{close[0]}'?" if close else ""
         kpath = (*path, "kind")
+        if what == "allocator":
+            from rollcli.allocators.registry import load_entry_points
+
+            failed = load_entry_points().get(str(tag))
+            hint += f"; its plug-in failed to load: {failed}" if failed else ""
         return marks.find(kpath), (
             f"{dotted(kpath)}: unknown {what} kind '{tag}'{hint} (valid: {', '.join(valid)})"
         )

@@ -181,10 +181,10 @@ def backend_config_classes() -> dict[str, type]:
 
 
 def allocator_config_classes() -> dict[str, type]:
-    """Allocator kind -> config dataclass, from the allocator registry."""
-    from rollcli.allocators.registry import ALLOCATORS
+    """Allocator kind -> config dataclass, from the allocator registry (plug-ins included)."""
+    from rollcli.allocators.registry import CONFIGS
 
-    return {kind: pair[0] for kind, pair in ALLOCATORS.items()}
+    return {kind: CONFIGS[kind] for kind in sorted(CONFIGS)}
 
 
 def _union(classes: dict[str, type]) -> Any:
@@ -192,11 +192,23 @@ def _union(classes: dict[str, type]) -> Any:
     return Annotated[Union[members], Field(discriminator="kind")]  # noqa: UP007
 
 
-@functools.cache
 def spec_model() -> type[SpecBase]:
-    """The ``Spec`` model with the backend and allocator unions of the installed packages."""
-    backend = _union(backend_config_classes())
-    allocator = _union(allocator_config_classes())
+    """The ``Spec`` model with the backend and allocator unions of the installed packages.
+
+    Built once per set of config classes: an allocator kind registered after the first build
+    (a plug-in, or ``register_allocator`` in a script) gets a model that accepts it.
+    """
+    return _spec_model(
+        tuple(backend_config_classes().items()), tuple(allocator_config_classes().items())
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def _spec_model(
+    backends: tuple[tuple[str, type], ...], allocators: tuple[tuple[str, type], ...]
+) -> type[SpecBase]:
+    backend = _union(dict(backends))
+    allocator = _union(dict(allocators))
     return create_model(  # type: ignore[call-overload,no-any-return]
         "Spec",
         __base__=SpecBase,

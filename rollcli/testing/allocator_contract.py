@@ -1,17 +1,35 @@
-"""The contract every allocator kind passes, driven against :class:`FakeBackend` (optuna style).
+"""The contract every allocator passes, driven against :class:`FakeBackend` (optuna style).
 
 A test module subclasses :class:`AllocatorContract` and provides a ``case`` fixture yielding
-:class:`ContractCase` objects (``contract_cases()`` has cases for every registered kind, with
-non-default knobs); pytest collects the inherited ``test_*`` methods. Every run checks, after
-every protocol call (:class:`ContractRun`):
+:class:`ContractCase` objects; pytest collects the inherited ``test_*`` methods. A case names
+its allocator by a config mapping (``{"kind": ..., <knobs>}``, for registered kinds) or by a
+factory ``factory(*, num_prompts, rollouts_per_step, seed, oracle) -> BaseAllocator``, so an
+outside author can hold an allocator to the contract without registering it::
 
-* the ledger equals what the backend generated, per step and in total, rollouts and tokens;
-* a step generates no more than the allocator's ``max_step_rollouts`` (its budget, or the bound
-  of an algorithm that overspends by design such as DAPO refill or Pilot-Commit pilots);
-* training groups hold only told rollouts, with the told rewards, each rollout trained once, and
-  every ref still held by the backend after ``retain(live_refs())`` (the fake fails otherwise);
+    from rollcli.testing.allocator_contract import AllocatorContract, ContractCase
+
+    CASES = [ContractCase(factory=lambda **kw: MyAllocator(MyConfig(n=4), **kw),
+                          rollouts_per_step=32, name="mine-n4")]
+
+    @pytest.fixture(params=CASES, ids=[c.id for c in CASES])
+    def case(request):
+        return request.param
+
+    class TestMyAllocator(AllocatorContract):
+        pass
+
+``contract_cases()`` has cases for every kind rollcli ships, with non-default knobs. Every run
+checks, after every protocol call (:class:`ContractRun`):
+
+* the ledger equals what the backend generated, per step and in total, rollouts and tokens,
+  and counts as trained exactly the rollouts of the returned groups;
+* ``max_step_rollouts`` is an int >= 1 and no step generates more (the budget, or the stated
+  bound of an algorithm that overspends by design such as DAPO refill or Pilot-Commit pilots);
+* training groups hold only told rollouts, with the told rewards, each rollout trained once,
+  a baseline that is ``None`` or a finite float, and every ref still held by the backend after
+  ``retain(live_refs())`` (the fake fails otherwise);
 * an evicted prompt is never asked again; a deferred prompt is not asked again in its epoch
-  and is asked again in the next one;
+  and is asked again in the next one; no ask holds a prompt twice;
 * ``state_dict()`` is JSON-serialisable at every point and ``stats()`` are finite numbers.
 
 On top: same seed gives the same decisions, and a JSON state round-trip at any point of a step
@@ -22,7 +40,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -31,6 +51,7 @@ from rollcli.allocators import Ask, BaseAllocator, Group, create_allocator
 from rollcli.testing.fakes import FakeBackend
 
 __all__ = [
+    "AllocatorFactory",
     "ContractCase",
     "ContractRun",
     "AllocatorContract",
@@ -50,23 +71,55 @@ def make_pool(num_prompts: int, seed: int = 1234) -> np.ndarray:
     return p
 
 
+AllocatorFactory = Callable[..., BaseAllocator]
+
+
 @dataclass(frozen=True)
 class ContractCase:
-    """One allocator configuration to hold to the contract."""
+    """One allocator configuration to hold to the contract: a config mapping or a factory."""
 
-    config: dict[str, Any]
-    rollouts_per_step: int
+    config: Mapping[str, Any] | None = None
+    rollouts_per_step: int = 32
     num_prompts: int = 48
     steps: int = 8
+    factory: AllocatorFactory | None = field(default=None, compare=False)
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.config is None) == (self.factory is None):
+            raise ValueError("a ContractCase takes either config= or factory=, not both or neither")
+        if self.factory is not None and not self.name:
+            raise ValueError("a ContractCase with a factory needs a name= (its test id)")
+
+    def create(self, *, seed: int, oracle: Any = None) -> BaseAllocator:
+        """A fresh allocator for this case."""
+        make = self.factory or partial(create_allocator, dict(self.config or {}))
+        allocator = make(
+            num_prompts=self.num_prompts,
+            rollouts_per_step=self.rollouts_per_step,
+            seed=seed,
+            oracle=oracle,
+        )
+        assert isinstance(allocator, BaseAllocator), f"{self.id}: not a BaseAllocator"
+        return allocator
 
     @property
     def kind(self) -> str:
-        return str(self.config["kind"])
+        if self.config is not None:
+            return str(self.config["kind"])
+        return self.create(seed=0, oracle=_half).kind
 
     @property
     def id(self) -> str:
-        knobs = ",".join(f"{k}={v}" for k, v in self.config.items() if k != "kind")
+        if self.name:
+            return self.name
+        knobs = ",".join(f"{k}={v}" for k, v in (self.config or {}).items() if k != "kind")
         return f"{self.kind}[{knobs}]"
+
+
+def _half(prompt_ids: Any) -> np.ndarray:
+    """A stand-in oracle (p = 0.5 everywhere) for reading a factory case's kind."""
+    return np.full(len(prompt_ids), 0.5)
 
 
 def contract_cases() -> list[ContractCase]:
@@ -113,16 +166,11 @@ class ContractRun:
     deferred_at: dict[int, int] = field(default_factory=dict)
     asked_in_epoch: dict[int, set[int]] = field(default_factory=dict)
     step_start_generated: tuple[int, int] = (0, 0)
+    num_trained: int = 0
 
     def __post_init__(self) -> None:
         self.backend = FakeBackend(make_pool(self.case.num_prompts), self.seed)
-        self.allocator = create_allocator(
-            self.case.config,
-            num_prompts=self.case.num_prompts,
-            rollouts_per_step=self.case.rollouts_per_step,
-            seed=self.seed,
-            oracle=self.backend.success_probabilities,
-        )
+        self.allocator = self.case.create(seed=self.seed, oracle=self.backend.success_probabilities)
 
     @property
     def done(self) -> bool:
@@ -201,12 +249,20 @@ class ContractRun:
         assert a.ledger.step_tokens == step_tokens
         assert a.ledger.num_rollouts == b.num_generated
         assert a.ledger.num_tokens == b.num_generated_tokens
-        bound = getattr(a, "max_step_rollouts", None)
-        assert hasattr(a, "max_step_rollouts"), f"{type(a).__name__} must define max_step_rollouts"
-        if bound is not None:
-            assert step_rollouts <= bound, (
-                f"{self.case.id}: step {self.step} generated {step_rollouts} > bound {bound}"
-            )
+        trained = sum(g.size for g in groups)
+        self.num_trained += trained
+        assert a.ledger.step_trained_rollouts == trained, (
+            f"{self.case.id}: ledger counts {a.ledger.step_trained_rollouts} trained rollouts, "
+            f"the groups hold {trained}"
+        )
+        assert a.ledger.num_trained_rollouts == self.num_trained
+        bound = a.max_step_rollouts
+        assert isinstance(bound, int) and not isinstance(bound, bool) and bound >= 1, (
+            f"{self.case.id}: max_step_rollouts must be an int >= 1, got {bound!r}"
+        )
+        assert step_rollouts <= bound, (
+            f"{self.case.id}: step {self.step} generated {step_rollouts} > bound {bound}"
+        )
         b.update(groups)  # fails on a ref the backend freed or a reward that was not told
         b.retain(a.live_refs())
         stats = a.stats()
@@ -220,6 +276,9 @@ class ContractRun:
     def _check_groups(self, groups: list[Group]) -> None:
         for g in groups:
             assert g.size > 0, f"{self.case.id}: empty group for prompt {g.prompt_id}"
+            assert g.baseline is None or (
+                isinstance(g.baseline, float) and math.isfinite(g.baseline)
+            ), f"{self.case.id}: group of prompt {g.prompt_id} has baseline {g.baseline!r}"
             for ref, reward in zip(g.refs, g.rewards.tolist(), strict=True):
                 assert ref in self.told, f"{self.case.id}: group uses ref {ref} never told"
                 assert self.told[ref] == reward, f"{self.case.id}: ref {ref} reward changed"
@@ -243,7 +302,7 @@ class ContractRun:
         twin = ContractRun(self.case, self.seed)
         twin.allocator.load_state_dict(json.loads(json.dumps(self.allocator.state_dict())))
         twin.backend.load_state_dict(json.loads(json.dumps(self.backend.state_dict())))
-        for name in ("step", "in_step", "pending", "step_start_generated"):
+        for name in ("step", "in_step", "pending", "step_start_generated", "num_trained"):
             setattr(twin, name, getattr(self, name))
         twin.trace = list(self.trace)
         twin.told = dict(self.told)

@@ -199,7 +199,8 @@ class TrainLoop:
                 ledger.step_zero_variance_groups / ledger.step_groups if ledger.step_groups else 0.0
             ),
             "prompts_trained": len(groups),
-            "rollouts_trained": sum([len(g.refs) for g in groups]),
+            "rollouts_trained": int(ledger.step_trained_rollouts),
+            "cum_rollouts_trained": int(ledger.num_trained_rollouts),
             "evicted": int(stats.get("evicted", 0)),
             "deferred": int(stats.get("deferred", 0)),
             "epoch": int(stats.get("epoch", 0)),

@@ -14,7 +14,9 @@ group whose rewards are all equal has zero advantage and teaches nothing, and an
 prompt moves every prompt that shares its skills. ``xi_j`` is fixed per rollout at generation
 (the part of a response's gradient unrelated to correctness): zero-mean, so the estimator stays
 unbiased, but it makes the signal-to-noise ratio of a batch depend on how many informative
-rollouts it holds. Everything is vectorised numpy and deterministic under the seed.
+rollouts it holds. A group that carries a baseline ``b`` (``Group.baseline``, Reinforce-Ada's
+global statistics) gets ``A_j = r_j - b`` instead. Everything is vectorised numpy and
+deterministic under the seed.
 """
 
 from __future__ import annotations
@@ -163,6 +165,7 @@ class SimBackend(BaseBackend):
                 )
             rewards = self._store["reward"][idx]
             adv = _group_advantages(rewards, gid, sizes, cfg.std_normalize, cfg.adv_eps)
+            adv = _with_baselines(adv, rewards, gid, groups)
             p = sigmoid(self._logits(prompt))
             coef = adv * (rewards - p)
             if k == 1:
@@ -310,6 +313,16 @@ def _empty_store(num_skills: int) -> dict[str, np.ndarray]:
         "tokens": np.zeros(0, np.int64),
         "noise": np.zeros((0, num_skills), np.float64),
     }
+
+
+def _with_baselines(
+    adv: np.ndarray, rewards: np.ndarray, gid: np.ndarray, groups: list[Group]
+) -> np.ndarray:
+    """Rows of groups that carry a baseline get ``reward - baseline``, no std division."""
+    if all(g.baseline is None for g in groups):
+        return adv
+    base = np.array([np.nan if g.baseline is None else g.baseline for g in groups])[gid]
+    return np.where(np.isnan(base), adv, rewards - base)
 
 
 def _group_advantages(

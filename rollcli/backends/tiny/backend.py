@@ -171,7 +171,11 @@ class TinyBackend(BaseBackend):
 
     def update(self, groups: list[Group]) -> dict[str, float]:
         cfg = self.config
-        advantages = group_advantages([g.rewards for g in groups], std_normalize=cfg.std_normalize)
+        advantages = group_advantages(
+            [g.rewards for g in groups],
+            std_normalize=cfg.std_normalize,
+            baselines=[g.baseline for g in groups],
+        )
         # one (prompts, responses, advantages, all-token count) per group; zero-advantage rows
         # are not forwarded but their tokens stay in the token-mean denominator
         rows: list[tuple[list[tuple[int, ...]], list[tuple[int, ...]], list[float], int]] = []

@@ -3,7 +3,8 @@
 Advantages are computed per group, whatever its size: ``A_i = (r_i - mean) / (std + eps)``
 with the group's sample (unbiased) standard deviation, as ``torch.std`` in verl's GRPO, or
 ``r_i - mean`` when ``std_normalize`` is off (Dr.GRPO). A group of one rollout, or one whose
-rewards are all equal, gets advantage 0 everywhere: it teaches nothing.
+rewards are all equal, gets advantage 0 everywhere: it teaches nothing. A group that carries a
+baseline (``Group.baseline``, Reinforce-Ada) gets ``r_i - baseline`` instead.
 
 The loss is PPO's clipped surrogate, averaged over every response token of the batch
 (token-mean), plus ``kl_coef`` times the k3 estimate of KL(policy || reference) on the same
@@ -22,12 +23,23 @@ __all__ = ["group_advantages", "policy_loss"]
 
 
 def group_advantages(
-    rewards: Sequence[np.ndarray], *, std_normalize: bool = True, eps: float = 1e-6
+    rewards: Sequence[np.ndarray],
+    *,
+    std_normalize: bool = True,
+    eps: float = 1e-6,
+    baselines: Sequence[float | None] | None = None,
 ) -> list[np.ndarray]:
-    """One advantage array per group (same shapes as ``rewards``)."""
+    """One advantage array per group (same shapes as ``rewards``).
+
+    A group with a baseline (``baselines[i]`` not None) gets ``r - baseline``: no group mean,
+    no std division, and a group of one rollout or of equal rewards still learns.
+    """
     out = []
-    for group in rewards:
+    for i, group in enumerate(rewards):
         r = np.asarray(group, dtype=np.float64)
+        if baselines is not None and baselines[i] is not None:
+            out.append(r - float(baselines[i]))
+            continue
         if r.size <= 1 or np.ptp(r) == 0:
             out.append(np.zeros_like(r))
             continue

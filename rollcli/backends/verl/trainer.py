@@ -10,11 +10,12 @@ verl 0.9.1's legacy trainer (REFERENCE.md §5). One training step::
         allocator.tell(outcomes with refs into the rollout store)
     groups = allocator.train_groups()
     batch  = store.select(refs of every group), one uid per group (pilot + commit together)
-    old log-probs (current policy) -> GRPO advantages over each group -> one actor update
+    old log-probs (current policy) -> GRPO advantages over each group (or r - baseline for a
+    group that carries one) -> one actor update
     checkpoint_manager.update_weights(step)           # rollout servers get the new weights
 
-Groups of one rollout are not trained (GRPO would use the raw reward as its advantage: there is
-no baseline). Batches are padded with zero-mask rows to divide by the mini-batch and
+Groups of one rollout are not trained unless they carry a baseline (GRPO would use the raw
+reward as its advantage: there is no baseline). Batches are padded with zero-mask rows to divide by the mini-batch and
 data-parallel sizes. Each step appends a CONTRACTS §4 metrics row to ``metrics.jsonl`` and logs
 it through verl's tracker. The allocator, the retained rollouts and the counters are saved in
 verl's checkpoint folder (``global_step_N/rollcli/``) and restored on resume. Runs in verl's
@@ -32,13 +33,18 @@ from typing import Any
 import numpy as np
 from verl import DataProto
 from verl.protocol import pad_dataproto_to_divisor, unpad_dataproto
-from verl.trainer.ppo.ray_trainer import RayPPOTrainer, compute_advantage, compute_response_mask
+from verl.trainer.ppo.ray_trainer import RayPPOTrainer, compute_response_mask
 from verl.utils import tensordict_utils as tu
 from verl.utils.metric import reduce_metrics
 from verl.utils.py_functional import rename_dict
 from verl.workers.utils.padding import left_right_2_no_padding
 
 from rollcli.allocators import Group, Outcome, create_allocator
+from rollcli.backends.verl.advantages import (
+    BASELINE_KEY,
+    baseline_column,
+    compute_group_advantages,
+)
 from rollcli.backends.verl.evaluation import evaluate_suite
 from rollcli.backends.verl.overrides import verl_config_from_mapping
 from rollcli.backends.verl.rollouts import RolloutStore, pad_for_training
@@ -219,7 +225,7 @@ class RollcliPPOTrainer(RayPPOTrainer):
         return outcomes
 
     def _train_on(self, groups: list[Group], step: int) -> tuple[dict[str, float], dict[str, Any]]:
-        trainable = [g for g in groups if g.size >= 2]
+        trainable = [g for g in groups if g.size >= 2 or (g.size and g.baseline is not None)]
         metrics: dict[str, float] = {"singleton_groups": float(len(groups) - len(trainable))}
         if not trainable:
             return metrics, {"rows": 0}
@@ -227,6 +233,9 @@ class RollcliPPOTrainer(RayPPOTrainer):
         batch = self.store.select(refs)
         uids = [f"g{step}x{i}" for i, g in enumerate(trainable) for _ in range(g.size)]
         batch.non_tensor_batch["uid"] = np.array(uids, dtype=object)
+        batch.non_tensor_batch[BASELINE_KEY] = baseline_column(
+            [g.baseline for g in trainable], [g.size for g in trainable]
+        )
         scores = batch.batch["rm_scores"]
         expected = np.concatenate([np.asarray(g.rewards, float) for g in trainable])
         if not np.allclose(scores.sum(-1).float().numpy(), expected):
@@ -255,12 +264,7 @@ class RollcliPPOTrainer(RayPPOTrainer):
         batch = batch.union(old_log_prob)
         if self.use_reference_policy:
             batch = batch.union(self._compute_ref_log_prob(batch))
-        batch = compute_advantage(
-            batch,
-            adv_estimator=self.config.algorithm.adv_estimator,
-            norm_adv_by_std_in_grpo=self.config.algorithm.get("norm_adv_by_std_in_grpo", True),
-            config=self.config.algorithm,
-        )
+        batch = compute_group_advantages(batch, self.config.algorithm)
         metrics.update(self._update_actor_minibatches(batch, mini))
         self.policy_version += 1
         return metrics, trained
@@ -307,7 +311,8 @@ class RollcliPPOTrainer(RayPPOTrainer):
             "gen_reward_var": _mean([float(np.var(o.rewards)) for o in generated]),
             "zero_var_frac": ledger.step_zero_variance_groups / max(1, ledger.step_groups),
             "prompts_trained": len(groups),
-            "rollouts_trained": sum(g.size for g in groups),
+            "rollouts_trained": ledger.step_trained_rollouts,
+            "cum_rollouts_trained": ledger.num_trained_rollouts,
             "evicted": int(stats.get("evicted", 0)),
             "deferred": int(stats.get("deferred", 0)),
             "epoch": int(stats.get("epoch", 0)),

@@ -1,0 +1,62 @@
+"""The verl backend's advantage step: verl's estimator per group, then the groups' own baselines.
+
+The trainer gives every training group its own ``uid`` and lets verl's ``compute_advantage``
+(GRPO by default: ``(r - mean) / (std + eps)`` over each uid) fill ``advantages`` and
+``returns``. A group that carries a baseline (``Group.baseline``: Reinforce-Ada's
+global-statistics advantage) gets ``r - baseline`` on every response token instead, with no
+std division, exactly as the sim and tiny backends apply it. The per-row baseline travels in
+the batch as the non-tensor column ``rollcli_baseline`` (NaN: the group has none), so padding
+and verl's batch balancing keep it aligned with its row. Imports verl; runs in the trainer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from verl.trainer.ppo.ray_trainer import compute_advantage
+
+__all__ = ["BASELINE_KEY", "apply_baselines", "baseline_column", "compute_group_advantages"]
+
+BASELINE_KEY = "rollcli_baseline"
+
+
+def baseline_column(baselines: Sequence[float | None], sizes: Sequence[int]) -> np.ndarray:
+    """One float per row (NaN where the row's group has no baseline), groups in order."""
+    per_group = np.array([np.nan if b is None else float(b) for b in baselines], dtype=float)
+    return np.repeat(per_group, np.asarray(sizes, dtype=np.int64))
+
+
+def apply_baselines(batch: Any) -> int:
+    """Overwrite ``advantages`` and ``returns`` of rows with a baseline by ``(score - b) * mask``.
+
+    ``score`` is the row's summed ``token_level_rewards``. Returns the number of rows changed.
+    """
+    column = batch.non_tensor_batch.get(BASELINE_KEY)
+    if column is None:
+        return 0
+    base = np.asarray(column, dtype=float)
+    rows = np.flatnonzero(~np.isnan(base))
+    if rows.size == 0:
+        return 0
+    index = torch.as_tensor(rows, dtype=torch.long)
+    scores = batch.batch["token_level_rewards"][index].sum(dim=-1)
+    mask = batch.batch["response_mask"][index]
+    values = (scores - torch.as_tensor(base[rows], dtype=scores.dtype)).unsqueeze(-1) * mask
+    for key in ("advantages", "returns"):
+        batch.batch[key][index] = values.to(batch.batch[key].dtype)
+    return int(rows.size)
+
+
+def compute_group_advantages(batch: Any, algorithm: Any) -> Any:
+    """verl's ``compute_advantage`` with the run's ``algorithm`` config, then :func:`apply_baselines`."""
+    batch = compute_advantage(
+        batch,
+        adv_estimator=algorithm.adv_estimator,
+        norm_adv_by_std_in_grpo=algorithm.get("norm_adv_by_std_in_grpo", True),
+        config=algorithm,
+    )
+    apply_baselines(batch)
+    return batch
