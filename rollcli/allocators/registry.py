@@ -156,17 +156,19 @@ def _entry_for(allocator_class: Any, *, origin: str) -> AllocatorEntry:
 # -- entry points ----------------------------------------------------------------------------
 
 
-def load_entry_points() -> dict[str, str]:
+def load_entry_points(*, refresh: bool = False) -> dict[str, str]:
     """Load the ``rollcli.allocators`` entry points (once); returns the failures by name.
 
     An entry point names an allocator class (registered here if its module did not register it
     on import already) or a module that registers its allocators when imported. The entry
-    point's name must be the class's kind.
+    point's name must be the class's kind. ``refresh`` scans again (a package installed since,
+    or a failed plug-in retried); kinds already registered stay.
     """
     global _ENTRY_POINTS_LOADED
-    if _ENTRY_POINTS_LOADED:
+    if _ENTRY_POINTS_LOADED and not refresh:
         return dict(_PLUGIN_ERRORS)
     _ENTRY_POINTS_LOADED = True
+    _PLUGIN_ERRORS.clear()
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         dist = getattr(ep.dist, "name", None) or "?"
         origin = f"entry point {ep.name} ({dist})"

@@ -11,7 +11,7 @@ import typer
 
 from rollcli.cli._options import OverridesArg, SpecArg, console
 
-__all__ = ["register"]
+__all__ = ["allocator_kinds_listing", "register"]
 
 VALIDATE_EPILOG = """[bold]Examples[/bold]
 
@@ -40,6 +40,19 @@ INIT_EPILOG = """[bold]Examples[/bold]
 
   rollcli init --list
 """
+
+
+def allocator_kinds_listing() -> list[str]:
+    """One line per registered allocator kind (plug-ins included) with its presets."""
+    from rollcli.allocators.registry import PRESETS, allocator_kinds
+
+    kinds = allocator_kinds()
+    width = max(map(len, kinds), default=0)
+    lines = []
+    for kind in kinds:
+        presets = ", ".join(sorted(PRESETS[kind]))
+        lines.append(f"{kind:<{width}}  presets: {presets}" if presets else kind)
+    return lines
 
 
 def register(app: typer.Typer) -> None:
@@ -115,9 +128,13 @@ def register(app: typer.Typer) -> None:
         from rollcli.store.atomic import atomic_write_text
 
         names = template_names(complete=True)
+        kinds = allocator_kinds_listing()
         if list_templates:
             for entry in names:
                 typer.echo(entry)
+            typer.echo("\nallocator kinds (knobs: rollcli schema):")
+            for line in kinds:
+                typer.echo(f"  {line}")
             return
         if not name:
             raise RollcliError("give a name: rollcli init NAME (templates: rollcli init --list)")
@@ -138,6 +155,8 @@ def register(app: typer.Typer) -> None:
         text, count = re.subn(r"(?m)^name:.*$", f"name: {name}", text, count=1)
         if not count:
             text = f"name: {name}\n{text}"
+        text = text.rstrip("\n") + "\n\n# Allocator kinds installed here (knobs: rollcli schema):\n"
+        text += "".join(f"#   {line}\n" for line in kinds)
         atomic_write_text(target, text)
         console().print(
             f"wrote {target}\n  check it:  rollcli validate {target}\n  run it:    rollcli run {target}"

@@ -26,8 +26,8 @@ checks, after every protocol call (:class:`ContractRun`):
 * ``max_step_rollouts`` is an int >= 1 and no step generates more (the budget, or the stated
   bound of an algorithm that overspends by design such as DAPO refill or Pilot-Commit pilots);
 * training groups hold only told rollouts, with the told rewards, each rollout trained once,
-  a baseline that is ``None`` or a finite float, and every ref still held by the backend after
-  ``retain(live_refs())`` (the fake fails otherwise);
+  and every ref still held by the backend after ``retain(live_refs())`` (the fake fails
+  otherwise; a group's baseline is checked by :class:`~rollcli.allocators.Group` itself);
 * an evicted prompt is never asked again; a deferred prompt is not asked again in its epoch
   and is asked again in the next one; no ask holds a prompt twice;
 * ``state_dict()`` is JSON-serialisable at every point and ``stats()`` are finite numbers.
@@ -276,9 +276,6 @@ class ContractRun:
     def _check_groups(self, groups: list[Group]) -> None:
         for g in groups:
             assert g.size > 0, f"{self.case.id}: empty group for prompt {g.prompt_id}"
-            assert g.baseline is None or (
-                isinstance(g.baseline, float) and math.isfinite(g.baseline)
-            ), f"{self.case.id}: group of prompt {g.prompt_id} has baseline {g.baseline!r}"
             for ref, reward in zip(g.refs, g.rewards.tolist(), strict=True):
                 assert ref in self.told, f"{self.case.id}: group uses ref {ref} never told"
                 assert self.told[ref] == reward, f"{self.case.id}: ref {ref} reward changed"

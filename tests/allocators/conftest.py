@@ -1,13 +1,34 @@
-"""Helpers for the allocator tests: the epoch order a seed gives, scripted runs step by step."""
+"""Helpers for the allocator tests: the epoch order a seed gives, scripted runs step by step,
+and a registry that is put back as it was after a test that registers kinds."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from rollcli.allocators import BaseAllocator, PromptSource, create_allocator
+from rollcli.allocators import BaseAllocator, PromptSource, create_allocator, registry
 from rollcli.testing import ScriptedBackend
+
+# an outside package, installed only into temporary venvs by test_plugin_venv.py
+collect_ignore = ["plugin_pkg"]
+
+
+@pytest.fixture
+def clean_registry() -> Iterator[None]:
+    """Restore the registry (kinds, entry-point scan, plug-in failures) after the test."""
+    entries = dict(registry._ENTRIES)
+    loaded = registry._ENTRY_POINTS_LOADED
+    errors = dict(registry._PLUGIN_ERRORS)
+    try:
+        yield
+    finally:
+        registry._ENTRIES.clear()
+        registry._ENTRIES.update(entries)
+        registry._ENTRY_POINTS_LOADED = loaded
+        registry._PLUGIN_ERRORS.clear()
+        registry._PLUGIN_ERRORS.update(errors)
 
 
 def epoch_order(num_prompts: int, seed: int, epoch: int = 0) -> list[int]:

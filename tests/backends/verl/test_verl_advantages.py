@@ -1,0 +1,79 @@
+"""The verl trainer's advantage step honours a group's baseline (r - b, no std division) next to
+verl's own GRPO estimator for the other groups, through padding and batch reordering."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+pytestmark = [
+    pytest.mark.verl,  # importing verl's trainer module takes ~10 s of CPU
+    pytest.mark.skipif(importlib.util.find_spec("verl") is None, reason="needs the verl extra"),
+]
+
+
+def _batch(rewards: list[float], uids: list[str], baselines: np.ndarray, length: int = 3):
+    import torch
+    from verl import DataProto
+
+    n = len(rewards)
+    scores = torch.zeros(n, length)
+    mask = torch.ones(n, length)
+    mask[0, 2] = 0  # a shorter response: the advantage covers its own tokens only
+    for i, r in enumerate(rewards):
+        last = int(mask[i].sum()) - 1
+        scores[i, last] = r  # verl puts the outcome reward on the last response token
+    return DataProto.from_dict(
+        tensors={
+            "token_level_rewards": scores,
+            "token_level_scores": scores,
+            "response_mask": mask,
+        },
+        non_tensors={"uid": np.array(uids, dtype=object), "rollcli_baseline": baselines},
+    )
+
+
+def test_baseline_rows_get_reward_minus_baseline_and_the_rest_grpo() -> None:
+    import torch
+    from omegaconf import OmegaConf
+
+    from rollcli.backends.verl.advantages import baseline_column, compute_group_advantages
+
+    # group a: GRPO over [1, 0]; group b: baseline 0.25 over [1, 1, 0]; group c: one rollout, 0.5
+    rewards = [1.0, 0.0, 1.0, 1.0, 0.0, 1.0]
+    uids = ["a", "a", "b", "b", "b", "c"]
+    column = baseline_column([None, 0.25, 0.5], [2, 3, 1])
+    assert np.isnan(column[:2]).all() and column[2:].tolist() == [0.25, 0.25, 0.25, 0.5]
+    algorithm = OmegaConf.create({"adv_estimator": "grpo", "norm_adv_by_std_in_grpo": True})
+    batch = compute_group_advantages(_batch(rewards, uids, column), algorithm)
+    adv = batch.batch["advantages"]
+    mask = batch.batch["response_mask"]
+    grpo = 0.5 / (np.sqrt(0.5) + 1e-6)  # (r - mean) / (sample std + eps) of [1, 0]
+    expected = np.array([grpo, -grpo, 0.75, 0.75, -0.25, 0.5])[:, None] * mask.numpy()
+    np.testing.assert_allclose(adv.numpy(), expected, rtol=1e-5, atol=1e-6)
+    assert batch.batch["returns"].numpy() == pytest.approx(adv.numpy())
+    # rows keep their baseline when the batch is reordered (verl's balancing does this)
+    reordered = _batch(rewards, uids, column)
+    reordered.reorder(torch.tensor([5, 4, 3, 2, 1, 0]))
+    again = compute_group_advantages(reordered, algorithm).batch["advantages"]
+    assert again[0].sum().item() == pytest.approx(
+        0.5 * reordered.batch["response_mask"][0].sum().item()
+    )
+    assert again[1].sum().item() == pytest.approx(-0.25 * 3)
+
+
+def test_no_baselines_is_verl_unchanged() -> None:
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    from rollcli.backends.verl.advantages import apply_baselines, compute_group_advantages
+
+    algorithm = OmegaConf.create({"adv_estimator": "grpo"})
+    rewards, uids = [1.0, 0.0, 0.0, 1.0], ["a", "a", "b", "b"]
+    column = np.full(4, np.nan)
+    ours = compute_group_advantages(_batch(rewards, uids, column), algorithm)
+    theirs = compute_advantage(_batch(rewards, uids, column), adv_estimator="grpo")
+    assert ours.batch["advantages"].equal(theirs.batch["advantages"])
+    assert apply_baselines(theirs) == 0
