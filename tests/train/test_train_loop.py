@@ -21,7 +21,7 @@ STEP_KEYS = {
     "step", "cum_rollouts", "cum_tokens", "step_rollouts", "step_tokens", "wall_s",
     "time/generate_s", "time/allocate_s", "time/update_s", "time/eval_s", "time/step_s",
     "reward_mean", "reward_var", "gen_reward_var", "zero_var_frac", "prompts_trained",
-    "rollouts_trained", "evicted", "deferred", "epoch", "policy_version",
+    "rollouts_trained", "cum_rollouts_trained", "evicted", "deferred", "epoch", "policy_version",
 }  # fmt: skip
 
 
@@ -41,7 +41,7 @@ def test_rows_of_every_allocator(tmp_path: Path, kind: str) -> None:
     first = rows[0]
     assert (first["step"], first["cum_rollouts"], first["cum_tokens"]) == (0, 0, 0)
     assert 0.0 <= first["eval/accuracy"] <= 1.0
-    cum_rollouts = cum_tokens = 0
+    cum_rollouts = cum_tokens = cum_trained = 0
     for step, row in enumerate(rows[1:], start=1):
         assert set(row) >= STEP_KEYS, STEP_KEYS - set(row)
         assert row["step"] == step and row["policy_version"] == step
@@ -51,6 +51,8 @@ def test_rows_of_every_allocator(tmp_path: Path, kind: str) -> None:
         assert row["step_tokens"] > row["step_rollouts"] > 0  # tokens are not rollouts
         assert 0 <= row["zero_var_frac"] <= 1 and 0 <= row["reward_mean"] <= 1
         assert row["rollouts_trained"] >= row["prompts_trained"] >= 0
+        cum_trained += row["rollouts_trained"]
+        assert row["cum_rollouts_trained"] == cum_trained <= row["cum_rollouts"]
         assert row["wall_s"] >= rows[step - 1]["wall_s"]
         assert any(key.startswith("train/") for key in row)
         assert ("eval/accuracy" in row) == (step in (3, 6, 7))
