@@ -319,9 +319,10 @@ def _with_baselines(
     adv: np.ndarray, rewards: np.ndarray, gid: np.ndarray, groups: list[Group]
 ) -> np.ndarray:
     """Rows of groups that carry a baseline get ``reward - baseline``, no std division."""
-    if all(g.baseline is None for g in groups):
+    baselines = [g.baseline for g in groups]
+    if baselines.count(None) == len(baselines):
         return adv
-    base = np.array([np.nan if g.baseline is None else g.baseline for g in groups])[gid]
+    base = np.array([np.nan if b is None else b for b in baselines])[gid]
     return np.where(np.isnan(base), adv, rewards - base)
 
 
