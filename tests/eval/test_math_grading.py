@@ -77,6 +77,7 @@ def test_wrong_answers_are_wrong(pool):
 def test_pathological_inputs_return_within_deadline(pool):
     pool.grade([("1", "\\boxed{1.0}")] * 2)  # workers started and warm: time only the grading
     for response in PATHOLOGICAL:
+        _wait_ready(pool)  # a killed worker's replacement imports math-verify first
         started = time.monotonic()
         [result] = pool.grade([("5", response)])
         elapsed = time.monotonic() - started
