@@ -1,21 +1,28 @@
 """The sim backend: a Bernoulli policy over a latent ability, trained by the real GRPO estimator.
 
-The policy answers prompt ``i`` correctly with probability ``p_i = sigmoid(w_i . theta - d_i)``:
-``theta`` is a vector of latent skills shared by every prompt, ``w_i`` the prompt's skill loadings
-and ``d_i`` its difficulty (see :mod:`rollcli.backends.sim.pool`). Generating samples binary
-rewards and response lengths; updating applies the GRPO estimator to the sampled rewards::
+The policy answers training prompt ``i`` correctly with probability
+``p_i = sigmoid(w_i . theta + u_i - d_i)``: ``theta`` is a vector of latent skills shared by every
+prompt, ``w_i`` the prompt's skill loadings, ``d_i`` its difficulty (see
+:mod:`rollcli.backends.sim.pool`) and ``u_i`` a per-prompt offset (memorisation) that starts at 0
+and moves only when prompt ``i`` is trained. Held-out prompts have no offset: held-out accuracy
+measures the shared abilities only. Generating samples binary rewards and response lengths;
+updating applies the GRPO estimator to the sampled rewards, one optimiser step per mini-batch::
 
     A_j  = (r_j - mean_g) / (std_g + eps)          # group-normalised advantage (0 for singletons)
-    g    = 1/N sum_j A_j * [(r_j - p_i) w_i + score_noise * xi_j]
-    theta <- theta + Adam(g)                          # gradient ascent on expected reward
+    g_b  = 1/N_b sum_{j in b} A_j * [(r_j - p_i) w_i + score_noise * xi_j]
+    theta <- theta + Adam(g_b)                        # per mini-batch b (num_minibatches of them)
+    u_i  <- u_i + prompt_lr * sum_{j of i in b} A_j * [(r_j - p_i) + prompt_noise * zeta_j]
 
 ``(r - p) w_i`` is the exact score ``d log P(r | theta) / d theta`` of the Bernoulli policy, so a
 group whose rewards are all equal has zero advantage and teaches nothing, and an update on one
-prompt moves every prompt that shares its skills. ``xi_j`` is fixed per rollout at generation
-(the part of a response's gradient unrelated to correctness): zero-mean, so the estimator stays
-unbiased, but it makes the signal-to-noise ratio of a batch depend on how many informative
-rollouts it holds. A group that carries a baseline ``b`` (``Group.baseline``, Reinforce-Ada's
-global statistics) gets ``A_j = r_j - b`` instead. Everything is vectorised numpy and
+prompt moves every prompt that shares its skills. ``xi_j`` and ``zeta_j`` are fixed per rollout
+at generation (the part of a response's gradient unrelated to correctness): zero-mean, so the
+estimator stays unbiased, but they make the signal-to-noise ratio of a batch depend on how many
+informative rollouts it holds. A group that carries a baseline ``b`` (``Group.baseline``,
+Reinforce-Ada's global statistics) gets ``A_j = r_j - b`` instead. The step's groups are shuffled
+with the backend's generator and
+cut group-aligned into mini-batches (:func:`rollcli.backends.minibatches.split_minibatches`);
+all of a step's rollouts come from one policy version. Everything is vectorised numpy and
 deterministic under the seed.
 """
 
@@ -30,12 +37,14 @@ import numpy as np
 
 from rollcli.allocators.api import Ask, Group, Outcome
 from rollcli.backends.api import BaseBackend
+from rollcli.backends.minibatches import split_minibatches
 from rollcli.backends.sim.config import SimConfig
 from rollcli.backends.sim.pool import SimPool, build_pool, sigmoid
+from rollcli.backends.sim.update import group_advantages, group_sums, noise_scale, with_baselines
 
 __all__ = ["SimBackend", "sim_config_from_mapping"]
 
-_STORE_FIELDS = ("refs", "prompt", "reward", "tokens", "noise")
+_STORE_FIELDS = ("refs", "prompt", "reward", "tokens", "noise", "prompt_noise")
 
 
 def sim_config_from_mapping(mapping: Mapping[str, Any]) -> SimConfig:
@@ -62,6 +71,7 @@ class SimBackend(BaseBackend):
         self.pool: SimPool = build_pool(config)
         k = config.num_skills
         self.theta = np.full(k, float(config.initial_ability))
+        self.offset = np.zeros(config.num_train_prompts)  # per-prompt logit offsets u_i
         self._m = np.zeros(k)
         self._v = np.zeros(k)
         self._t = 0
@@ -107,6 +117,10 @@ class SimBackend(BaseBackend):
             if cfg.score_noise > 0
             else np.zeros((n, k))
         )
+        # drawn last, and only when used, so prompt_noise=0 leaves every other draw as before
+        prompt_noise = (
+            self.rng.standard_normal(n) if cfg.prompt_lr > 0 and cfg.prompt_noise > 0 else None
+        )
         first = self._next_ref
         self._next_ref = first + n
         self._append(
@@ -115,6 +129,7 @@ class SimBackend(BaseBackend):
             reward=rewards,
             tokens=tokens,
             noise=noise,
+            prompt_noise=np.zeros(n) if prompt_noise is None else prompt_noise,
         )
 
         # one Outcome per item: views into the step's arrays, refs sliced from one tuple
@@ -141,53 +156,94 @@ class SimBackend(BaseBackend):
         )
 
     def update(self, groups: list[Group]) -> dict[str, float]:
+        """One rollout step: ``num_minibatches`` optimiser steps on shuffled, group-aligned parts.
+
+        Fewer groups than ``num_minibatches`` give one optimiser step per group; no groups give
+        one step on a zero gradient (Adam's momentum still moves ``theta``). The metrics are
+        means over the step's optimiser steps; ``noise_scale`` is ``B_noise`` over the
+        mini-batch's rollouts (absent when no mini-batch had any signal).
+        """
         cfg = self.config
         sizes = np.array([len(g.refs) for g in groups], dtype=np.int64)
-        total = int(sizes.sum())
+        parts = split_minibatches(sizes, cfg.num_minibatches, self.rng) if groups else []
         k = cfg.num_skills
-        grad = np.zeros(k)
-        signal = np.zeros(k)
-        adv_abs = 0.0
-        informative = 0
-        if total:
-            refs = np.fromiter(
-                itertools.chain.from_iterable(g.refs for g in groups), np.int64, total
+        if not parts:
+            self._optimizer_step(np.zeros(k))
+            self._version += 1
+            return {
+                "grad_norm": 0.0,
+                "signal_norm": 0.0,
+                "adv_abs_mean": 0.0,
+                "informative_groups": 0.0,
+                "optimizer_steps": 1.0,
+                "minibatch_rollouts": 0.0,
+                "ability": float(self.theta.mean()),
+            }
+        total = int(sizes.sum())
+        refs = np.fromiter(itertools.chain.from_iterable(g.refs for g in groups), np.int64, total)
+        idx = self._lookup(refs)
+        group_prompts = np.array([g.prompt_id for g in groups], dtype=np.int64)
+        prompt = self._store["prompt"][idx]
+        gid = np.repeat(np.arange(len(groups)), sizes)
+        if not np.array_equal(prompt, group_prompts[gid]):
+            bad = int(np.flatnonzero(prompt != group_prompts[gid])[0])
+            raise ValueError(
+                f"rollout {int(refs[bad])} was generated for prompt {int(prompt[bad])}, "
+                f"not for the group's prompt {int(group_prompts[gid[bad]])}"
             )
-            idx = self._lookup(refs)
-            group_prompts = np.array([g.prompt_id for g in groups], dtype=np.int64)
-            prompt = self._store["prompt"][idx]
-            gid = np.repeat(np.arange(len(groups)), sizes)
-            if not np.array_equal(prompt, group_prompts[gid]):
-                bad = int(np.flatnonzero(prompt != group_prompts[gid])[0])
-                raise ValueError(
-                    f"rollout {int(refs[bad])} was generated for prompt {int(prompt[bad])}, "
-                    f"not for the group's prompt {int(group_prompts[gid[bad]])}"
-                )
-            rewards = self._store["reward"][idx]
-            adv = _group_advantages(rewards, gid, sizes, cfg.std_normalize, cfg.adv_eps)
-            adv = _with_baselines(adv, rewards, gid, groups)
-            p = sigmoid(self._logits(prompt))
-            coef = adv * (rewards - p)
-            if k == 1:
-                signal[0] = coef.sum()
+        rewards = self._store["reward"][idx]
+        adv = group_advantages(rewards, gid, sizes, cfg.std_normalize, cfg.adv_eps)
+        adv = with_baselines(adv, rewards, gid, groups)
+        multi = k > 1
+        sums = group_sums(
+            adv=adv,
+            rewards=rewards,
+            p=sigmoid(self._logits(prompt)),
+            loadings=self.pool.train_loadings[prompt] if multi else None,
+            noise=self._store["noise"][idx],
+            prompt_noise=self._store["prompt_noise"][idx] if cfg.prompt_lr > 0 else None,
+            gid=gid,
+            sizes=sizes,
+            score_noise=cfg.score_noise,
+            prompt_noise_scale=cfg.prompt_noise,
+        )
+        grad_norms, signal_norms, scales, b_noises = [], [], [], []
+        for part in parts:
+            ids = group_prompts[part]
+            p_now = sigmoid(self._logits(ids))
+            group_signal = sums.adv_reward[part] - p_now * sums.adv[part]
+            n_b = int(sums.size[part].sum())
+            if multi:
+                signal = (group_signal @ self.pool.train_loadings[ids]) / n_b
             else:
-                signal = coef @ self.pool.train_loadings[prompt]
-            grad = signal.copy()
-            if cfg.score_noise > 0:
-                grad += cfg.score_noise * (adv @ self._store["noise"][idx])
-            grad /= total
-            signal /= total
-            adv_abs = float(np.abs(adv).mean())
-            informative = int(np.count_nonzero(np.bincount(gid, np.abs(adv), len(groups))))
-        self._optimizer_step(grad)
+                signal = np.array([group_signal.sum() / n_b])
+            grad = signal + sums.noise[part].sum(axis=0) / n_b
+            b_noise = noise_scale(float(sums.sq_norm[part].sum()), grad, signal, n_b)
+            if b_noise is not None:
+                b_noises.append(b_noise)
+                scales.append(b_noise / n_b)
+            grad_norms.append(float(np.sqrt(grad @ grad)))
+            signal_norms.append(float(np.sqrt(signal @ signal)))
+            if cfg.prompt_lr > 0:
+                # the prompt's own coordinate, at the same policy as the shared gradient
+                np.add.at(
+                    self.offset, ids, cfg.prompt_lr * (group_signal + sums.prompt_noise[part])
+                )
+            self._optimizer_step(grad)
         self._version += 1
-        return {
-            "grad_norm": float(np.linalg.norm(grad)),
-            "signal_norm": float(np.linalg.norm(signal)),
-            "adv_abs_mean": adv_abs,
-            "informative_groups": float(informative),
+        metrics = {
+            "grad_norm": float(np.mean(grad_norms)),
+            "signal_norm": float(np.mean(signal_norms)),
+            "adv_abs_mean": float(sums.abs_adv.sum() / total),
+            "informative_groups": float(np.count_nonzero(sums.abs_adv)),
+            "optimizer_steps": float(len(parts)),
+            "minibatch_rollouts": total / len(parts),
             "ability": float(self.theta.mean()),
         }
+        if scales:
+            metrics["b_noise"] = float(np.mean(b_noises))
+            metrics["noise_scale"] = float(np.mean(scales))
+        return metrics
 
     def retain(self, refs: Iterable[Any]) -> None:
         keep_refs = np.fromiter((int(r) for r in refs), np.int64)
@@ -206,6 +262,7 @@ class SimBackend(BaseBackend):
             "pool_accuracy": float(p_pool.mean()),
             "pool_zero_var_8": float(np.mean(p_pool**8 + (1 - p_pool) ** 8)),
             "ability": float(self.theta.mean()),
+            "prompt_offset": float(self.offset.mean()),
         }
         if cfg.eval_samples > 0:
             # An RNG of its own: evaluating (or how often) never changes training.
@@ -221,6 +278,7 @@ class SimBackend(BaseBackend):
             "config": dataclasses.asdict(self.config),
             "seed": self.seed,
             "theta": self.theta.copy(),
+            "prompt_offset": self.offset.copy(),
             "adam_m": self._m.copy(),
             "adam_v": self._v.copy(),
             "adam_t": self._t,
@@ -238,6 +296,7 @@ class SimBackend(BaseBackend):
         k = self.config.num_skills
         self.seed = int(state["seed"])
         self.theta = np.array(state["theta"], dtype=np.float64).reshape(k)
+        self.offset = np.array(state["prompt_offset"], dtype=np.float64).reshape(self.num_prompts)
         self._m = np.array(state["adam_m"], dtype=np.float64).reshape(k)
         self._v = np.array(state["adam_v"], dtype=np.float64).reshape(k)
         self._t = int(state["adam_t"])
@@ -252,6 +311,7 @@ class SimBackend(BaseBackend):
             "reward": np.array(store["reward"], dtype=np.float64),
             "tokens": np.array(store["tokens"], dtype=np.int64),
             "noise": np.array(store["noise"], dtype=np.float64).reshape(-1, k),
+            "prompt_noise": np.array(store["prompt_noise"], dtype=np.float64),
         }
 
     @property
@@ -260,9 +320,10 @@ class SimBackend(BaseBackend):
 
     # -- internals ----------------------------------------------------------------------------
     def _logits(self, ids: np.ndarray) -> np.ndarray:
+        base = self.offset[ids] - self.pool.train_difficulty[ids]
         if self.config.num_skills == 1:
-            return self.theta[0] - self.pool.train_difficulty[ids]
-        return self.pool.train_loadings[ids] @ self.theta - self.pool.train_difficulty[ids]
+            return self.theta[0] + base
+        return self.pool.train_loadings[ids] @ self.theta + base
 
     def _check_ids(self, ids: np.ndarray) -> np.ndarray:
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_prompts):
@@ -312,32 +373,5 @@ def _empty_store(num_skills: int) -> dict[str, np.ndarray]:
         "reward": np.zeros(0, np.float64),
         "tokens": np.zeros(0, np.int64),
         "noise": np.zeros((0, num_skills), np.float64),
+        "prompt_noise": np.zeros(0, np.float64),
     }
-
-
-def _with_baselines(
-    adv: np.ndarray, rewards: np.ndarray, gid: np.ndarray, groups: list[Group]
-) -> np.ndarray:
-    """Rows of groups that carry a baseline get ``reward - baseline``, no std division."""
-    baselines = [g.baseline for g in groups]
-    if baselines.count(None) == len(baselines):
-        return adv
-    base = np.array([np.nan if b is None else b for b in baselines])[gid]
-    return np.where(np.isnan(base), adv, rewards - base)
-
-
-def _group_advantages(
-    rewards: np.ndarray, gid: np.ndarray, sizes: np.ndarray, std_normalize: bool, eps: float
-) -> np.ndarray:
-    """GRPO advantages: reward minus its group mean, over the group's sample std (ddof=1, as verl).
-
-    A group of one rollout has no baseline: its advantage is 0 (it is mean-centred to 0).
-    """
-    num_groups = sizes.size
-    mean = np.bincount(gid, rewards, num_groups) / np.maximum(sizes, 1)
-    centred = rewards - mean[gid]
-    if not std_normalize:
-        return centred
-    sq = np.bincount(gid, centred * centred, num_groups)
-    std = np.sqrt(sq / np.maximum(sizes - 1, 1))
-    return centred / (std[gid] + eps)

@@ -28,11 +28,18 @@ class SimConfig:
     prompt loads on them with weights ``w_i ~ Dirichlet(skill_concentration)`` (sum 1), so
     learning one prompt transfers to others in proportion to their shared skills.
 
-    Update: one step per training batch on the group-normalised advantage times the Bernoulli
-    score ``(r - p) w_i``, plus per-rollout score noise of scale ``score_noise`` (the part of a
-    sampled response's gradient unrelated to its correctness; zero-mean, so the estimator stays
-    unbiased; it is what makes larger, more informative batches worth more). ``optimizer`` is
-    ``adam`` (as verl) or ``sgd``; the loss is the mean over trained rollouts.
+    Update: ``num_minibatches`` optimiser steps per rollout step (the step's groups shuffled and
+    cut group-aligned into that many parts of as equal rollout counts as possible), each on the
+    group-normalised advantage times the Bernoulli score ``(r - p) w_i``, plus per-rollout score
+    noise of scale ``score_noise`` (the part of a sampled response's gradient unrelated to its
+    correctness; zero-mean, so the estimator stays unbiased; it is what makes larger, more
+    informative batches worth more). ``optimizer`` is ``adam`` (as verl) or ``sgd``; the loss is
+    the mean over the mini-batch's rollouts.
+
+    Per-prompt learning: each training prompt's logit has an offset ``u_i`` (0 at the start) that
+    moves only when the prompt is trained, by ``prompt_lr`` times its group's summed advantage-
+    weighted score ``sum_j A_j (r_j - p_i)``, plus per-rollout noise of scale ``prompt_noise``.
+    Held-out prompts have no offset. ``prompt_lr = 0`` turns it off.
 
     Lengths: a correct response has ``mean_tokens`` tokens times a per-prompt factor
     ``exp(length_difficulty * z_i)`` (``z_i`` the standardised difficulty) times log-normal noise
@@ -68,6 +75,10 @@ class SimConfig:
     score_noise: float = 20.0
     std_normalize: bool = True
     adv_eps: float = 1e-6
+    num_minibatches: int = 1
+    # -- per-prompt learning ----------------------------------------------------------------
+    prompt_lr: float = 0.0
+    prompt_noise: float = 0.0
     # -- response lengths -------------------------------------------------------------------
     mean_tokens: float = 1500.0
     wrong_length_ratio: float = 1.6
@@ -104,6 +115,15 @@ class SimConfig:
         check(self.adam_eps > 0, "adam_eps", "must be > 0")
         check(self.score_noise >= 0, "score_noise", "must be >= 0")
         check(self.adv_eps > 0, "adv_eps", "must be > 0")
+        check(
+            isinstance(self.num_minibatches, int)
+            and not isinstance(self.num_minibatches, bool)
+            and self.num_minibatches >= 1,
+            "num_minibatches",
+            "must be an integer >= 1",
+        )
+        check(self.prompt_lr >= 0, "prompt_lr", "must be >= 0")
+        check(self.prompt_noise >= 0, "prompt_noise", "must be >= 0")
         check(self.mean_tokens >= 1, "mean_tokens", "must be >= 1")
         check(self.wrong_length_ratio > 0, "wrong_length_ratio", "must be > 0")
         check(self.length_sigma >= 0, "length_sigma", "must be >= 0")

@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 from rollcli.allocators.api import Ask, AskItem, Group
 from rollcli.backends import create_backend
 from rollcli.backends.sim import SimConfig, create_sim_backend
-from rollcli.backends.sim.backend import SimBackend, _group_advantages
+from rollcli.backends.sim.backend import SimBackend
 from rollcli.backends.sim.pool import sigmoid
+from rollcli.backends.sim.update import group_advantages
 
 SMALL = {"kind": "sim", "num_train_prompts": 128, "num_eval_prompts": 64}
 
@@ -192,7 +193,7 @@ def test_grpo_advantages_match_the_closed_form(groups: list[list[float]]) -> Non
     sizes = np.array([len(g) for g in groups])
     rewards = np.concatenate([np.array(g) for g in groups])
     gid = np.repeat(np.arange(len(groups)), sizes)
-    adv = _group_advantages(rewards, gid, sizes, True, 1e-6)
+    adv = group_advantages(rewards, gid, sizes, True, 1e-6)
     for k, g in enumerate(groups):
         a, r = adv[gid == k], np.array(g)
         assert abs(a.sum()) < 1e-9

@@ -1,4 +1,4 @@
-"""The sim backend passes the backend contract suite (default and multi-skill configs)."""
+"""The sim backend passes the backend contract suite (default, multi-skill, mini-batch configs)."""
 
 from __future__ import annotations
 
@@ -26,5 +26,22 @@ class TestSimMultiSkillSampledEvalContract(BackendContract):
             "optimizer": "sgd",
             "eval_samples": 4,
             "difficulty_dist": "beta",
+        }
+        return create_sim_backend(config, seed=seed)
+
+
+class TestSimMinibatchPerPromptContract(BackendContract):
+    """Mini-batches (shuffled with the backend's generator) and per-prompt offsets resume exactly."""
+
+    num_rollouts = 5
+
+    def make_backend(self, seed: int) -> BaseBackend:
+        config = {
+            "kind": "sim",
+            "num_train_prompts": 48,
+            "num_eval_prompts": 16,
+            "num_minibatches": 2,
+            "prompt_lr": 0.3,
+            "prompt_noise": 1.0,
         }
         return create_sim_backend(config, seed=seed)
