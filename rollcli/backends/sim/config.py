@@ -68,17 +68,17 @@ class SimConfig:
     initial_ability: float = 0.0
     # -- update -----------------------------------------------------------------------------
     optimizer: Literal["adam", "sgd"] = "adam"
-    lr: float = 0.01
+    lr: float = 0.003
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
     adam_eps: float = 1e-8
-    score_noise: float = 20.0
+    score_noise: float = 10.0
     std_normalize: bool = True
     adv_eps: float = 1e-6
-    num_minibatches: int = 1
+    num_minibatches: int = 4
     # -- per-prompt learning ----------------------------------------------------------------
-    prompt_lr: float = 0.0
-    prompt_noise: float = 0.0
+    prompt_lr: float = 0.07
+    prompt_noise: float = 3.0
     # -- response lengths -------------------------------------------------------------------
     mean_tokens: float = 1500.0
     wrong_length_ratio: float = 1.6

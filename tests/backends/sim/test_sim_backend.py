@@ -73,13 +73,14 @@ def test_one_group_matches_the_hand_computed_grpo_step() -> None:
 
 
 def test_score_noise_is_unbiased() -> None:
-    # Averaged over many groups, the noisy gradient's mean equals the noise-free signal.
-    backend = make(score_noise=3.0)
+    # Averaged over many groups, the noisy gradient's mean equals the noise-free signal
+    # (one optimiser step per update, so theta / lr is that step's gradient).
+    backend = make(score_noise=3.0, num_minibatches=1)
     outcomes = generate(backend, list(range(128)) * 20, 8)
     groups = as_groups(outcomes)
     signal, noisy = [], []
     for start in range(0, len(groups), 64):
-        clean = make(score_noise=3.0, optimizer="sgd")
+        clean = make(score_noise=3.0, optimizer="sgd", num_minibatches=1)
         clean._store = backend._store  # same rollouts, fresh policy
         metrics = clean.update(groups[start : start + 64])
         signal.append(metrics["signal_norm"])

@@ -13,9 +13,9 @@ SMALL = {"kind": "sim", "num_train_prompts": 128, "num_eval_prompts": 64}
 
 
 def make(**knobs: object) -> SimBackend:
-    return create_sim_backend(
-        {**SMALL, "optimizer": "sgd", "lr": 0.1, "score_noise": 0.0, **knobs}, seed=0
-    )
+    # one optimiser step per update, so theta moves by lr times the whole batch's gradient
+    config = {**SMALL, "optimizer": "sgd", "lr": 0.1, "score_noise": 0.0, "num_minibatches": 1}
+    return create_sim_backend({**config, **knobs}, seed=0)
 
 
 def outcome_with(backend: SimBackend, prompt: int, rewards: list[float]):

@@ -110,7 +110,7 @@ def test_per_prompt_learning_moves_only_trained_prompts() -> None:
 
 def test_per_prompt_update_is_the_groups_summed_score() -> None:
     # rewards [1,0,0,0]: A = [1.5,-.5,-.5,-.5], sum_j A_j (r_j - p) = 1.5 for any p
-    backend = make(prompt_lr=0.1, score_noise=0.0, optimizer="sgd", lr=1e-12)
+    backend = make(prompt_lr=0.1, prompt_noise=0.0, score_noise=0.0, optimizer="sgd", lr=1e-12)
     for _ in range(200):
         (group,) = groups_of(backend, {3: 4})
         if group.rewards.tolist() == [1.0, 0.0, 0.0, 0.0]:
@@ -122,8 +122,8 @@ def test_per_prompt_update_is_the_groups_summed_score() -> None:
 
 
 def test_held_out_accuracy_ignores_the_per_prompt_part() -> None:
-    plain = make(num_minibatches=4)
-    memorising = make(num_minibatches=4, prompt_lr=5.0)  # no prompt noise: same draws
+    plain = make(num_minibatches=4, prompt_lr=0.0)
+    memorising = make(num_minibatches=4, prompt_lr=5.0, prompt_noise=0.0)  # the same draws
     for backend in (plain, memorising):
         backend.update(groups_of(backend, {i: 8 for i in range(64)}))
     # the same rewards (generated before any offset) give the same shared update
@@ -154,7 +154,7 @@ def test_prompt_noise_is_zero_mean() -> None:
 
 
 def test_noise_scale_matches_the_brute_force_estimate() -> None:
-    backend = make(score_noise=4.0)
+    backend = make(score_noise=4.0, num_minibatches=1)
     groups = groups_of(backend, {i: 8 for i in range(40, 104)})
     idx = backend._lookup(np.array([r for g in groups for r in g.refs]))
     rewards = backend._store["reward"][idx]
