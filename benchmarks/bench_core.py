@@ -1,24 +1,26 @@
 """Core benchmark: allocator decision time, sim throughput, and rollouts-to-target on the sim.
 
-Run ``python benchmarks/bench_core.py`` (a few minutes on one core). It prints three rich
-tables and writes them, with the command, the machine and the settings, to
-``docs/benchmarks/core.md``. ``--only decision|throughput|target`` runs one part and replaces
-only that part's tables in the file:
+Run ``nice -n 10 python benchmarks/bench_core.py [--jobs 2] [--cache DIR]`` (part (c) is
+~1,000 sim runs: tens of CPU minutes). It prints rich tables and writes them, with the
+command, the machine and the settings, to ``docs/benchmarks/core.md``. ``--only
+decision|throughput|target`` runs one part and replaces only that part's tables in the file;
+``--cache DIR`` keeps each run's curves keyed by its config and the code it ran, so a re-render
+reruns nothing:
 
 (a) allocator decision time per step (start_step/ask/tell/train_groups/live_refs, generation
     excluded) for pools of 1k, 10k and 100k prompts, every registered allocator, 4096 rollouts
     per step, default knobs; target <= 1 ms per 1k prompts per step;
-(b) sim steps per second at 512 prompts x 8 rollouts with ``uniform`` (and 64 x 8), through the
-    bare protocol and through the train loop (metrics rows included); target >= 1000 steps/s;
-(c) rollouts-to-target on the default sim scenario (``SimConfig()``), uniform / dynamic /
-    pilot_commit / vigor / oracle with default knobs, equal per-step budget, >= 5 seeds: the
-    cumulative rollouts and tokens at which each run first reaches the uniform run's final
-    held-out accuracy of the same seed (linear interpolation), speedup vs uniform (mean, min-max
-    over seeds), final accuracy. A second scenario at a quarter of the per-step budget shows how
-    the ranking moves when updates are noise-limited.
+(b) sim steps per second at 512 prompts x 8 rollouts with ``uniform`` (and 64 x 8) on the
+    default sim (4 mini-batches, per-prompt learning), through the bare protocol and through the
+    train loop (metrics rows included); target >= 500 steps/s for the train loop;
+(c) rollouts-to-target on the default sim scenario (``SimConfig()``), every registered
+    allocator with default knobs, equal per-step budget, 10 seeds (statistics in
+    ``benchmarks/sim_targets.py``): speedup vs uniform with bootstrap intervals, and vs uniform
+    at the best learning rate of a grid; the learning-rate grid itself; and a sensitivity table
+    of every allocator at four score-noise levels (per-step signal-to-noise ratios).
 
-The scenario is not tuned to favour any allocator: ``SimConfig`` defaults are calibrated in
-docs/sim.md before any allocator was run on them.
+The scenario is not tuned to favour any allocator: ``SimConfig`` defaults were calibrated on
+uniform alone and pre-registered in docs/LOG.md before any other allocator ran on them.
 """
 
 from __future__ import annotations
@@ -46,9 +48,11 @@ from rollcli.allocators.registry import ALLOCATORS  # noqa: E402
 from rollcli.backends.sim import create_sim_backend  # noqa: E402
 from rollcli.train.job import create_job_loop  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sim_targets import Scenario, TargetPlan, run_all, target_tables  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "benchmarks" / "core.md"
-COMPARED = ["uniform", "dynamic", "pilot_commit", "vigor", "oracle"]
 # Knobs changed from the defaults, and why: a run that raises at its give-up point measures
 # nothing, so DAPO trains on what it has after max_gen_batches and PC ends the step after
 # max_rounds (both documented alternatives of their allocators).
@@ -57,17 +61,13 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "pilot_commit": {"on_max_rounds": "stop"},
 }
 BUDGET = 4096
-SEEDS = [0, 1, 2, 3, 4]
+SEEDS = list(range(10))
 STEPS = 200
-# name, rollouts per step, steps, sim knobs changed from SimConfig(). The first is the headline;
-# the others show why the ranking is what it is (docs/sim.md): a quarter of the budget per step
-# (noise-limited updates), and plain SGD, whose step grows with the mean gradient over the
-# trained rollouts (lr chosen so uniform gains about as much as with the default Adam).
-SCENARIOS: list[tuple[str, int, int, dict[str, Any]]] = [
-    ("default", BUDGET, STEPS, {}),
-    ("noise-limited", BUDGET // 4, 2 * STEPS, {}),
-    ("SGD update", BUDGET, STEPS, {"optimizer": "sgd", "lr": 0.03}),
-]
+# Pre-registered in docs/LOG.md with the defaults: the sensitivity levels (score_noise; the
+# default's noise scale is ~1 at the start) and uniform's learning-rate grid (the default 0.003
+# with half, double and four times it).
+NOISE_LEVELS = [5.0, 10.0, 20.0, 40.0]
+LR_GRID = [0.0015, 0.003, 0.006, 0.012]
 
 
 def allocator_config(kind: str) -> dict[str, Any]:
@@ -204,102 +204,41 @@ def bench_throughput() -> list[dict[str, Any]]:
 
 
 # -- (c) rollouts-to-target ------------------------------------------------------------------
-def first_crossing(xs: np.ndarray, ys: np.ndarray, target: float) -> float:
-    """x at which ys first reaches target (rollcli.analysis's rule); nan if never."""
-    from rollcli.analysis.curves import first_crossing as crossing
+def runnable_kinds() -> tuple[list[str], dict[str, str]]:
+    """Every registered kind, uniform first, that accepts the benchmark's budget and pool."""
+    from rollcli.backends.sim import SimConfig
 
-    value = crossing(xs, ys, target).number()
-    return float("nan") if value is None else value
-
-
-def run_curve(
-    kind: str, seed: int, budget: int, steps: int, backend: dict[str, Any]
-) -> dict[str, np.ndarray]:
-    loop = create_job_loop(job_config(kind, seed=seed, budget=budget, steps=steps, backend=backend))
-    rows = [loop.initial_row()]
-    while not loop.done:
-        rows.append(loop.run_step())
-    return {
-        "rollouts": np.array([r["cum_rollouts"] for r in rows], float),
-        "tokens": np.array([r["cum_tokens"] for r in rows], float),
-        "steps": np.arange(len(rows), dtype=float),
-        "acc": np.array([r["eval/accuracy"] for r in rows]),
-        "evicted": rows[-1]["evicted"],
-        "zero_var": float(np.mean([r["zero_var_frac"] for r in rows[1:]])),
-        "trained_share": float(
-            sum(r["rollouts_trained"] for r in rows[1:]) / rows[-1]["cum_rollouts"]
-        ),
-    }
+    kinds, skipped = [], {}
+    for kind in ["uniform", *sorted(k for k in ALLOCATORS if k != "uniform")]:
+        try:
+            create_allocator(allocator_config(kind), num_prompts=SimConfig().num_train_prompts,
+                             rollouts_per_step=BUDGET, seed=0, oracle=lambda ids: ids * 0.0)  # fmt: skip
+        except ValueError as err:
+            skipped[kind] = str(err)
+            continue
+        kinds.append(kind)
+    return kinds, skipped
 
 
-def bench_target(
-    kinds: list[str], budget: int, steps: int, backend: dict[str, Any]
-) -> list[dict[str, Any]]:
-    curves = {(k, s): run_curve(k, s, budget, steps, backend) for k in kinds for s in SEEDS}
-    results = []
-    for kind in kinds:
-        per_seed: dict[str, list[float]] = {
-            m: []
-            for m in (
-                "rollouts",
-                "tokens",
-                "speedup",
-                "tok_speedup",
-                "steps",
-                "final",
-                "at_budget",
-                "bound",
-            )
-        }
-        for s in SEEDS:
-            base, run = curves[("uniform", s)], curves[(kind, s)]
-            target = float(base["acc"][-1])
-            for axis, key in (("rollouts", "speedup"), ("tokens", "tok_speedup")):
-                x_base = first_crossing(base[axis], base["acc"], target)
-                x_run = first_crossing(run[axis], run["acc"], target)
-                per_seed[axis].append(x_run)
-                per_seed[key].append(x_base / x_run if x_run == x_run else float("nan"))
-                if axis == "rollouts" and x_run != x_run:  # not reached: an upper bound
-                    per_seed["bound"].append(x_base / run["rollouts"][-1])
-            per_seed["steps"].append(first_crossing(run["steps"], run["acc"], target))
-            per_seed["final"].append(float(run["acc"][-1]))
-            at_budget = base["rollouts"][-1]
-            per_seed["at_budget"].append(
-                float(np.interp(at_budget, run["rollouts"], run["acc"]))
-                if run["rollouts"][-1] >= at_budget
-                else float("nan")
-            )
-        speed = np.array(per_seed["speedup"])
-        reached = ~np.isnan(speed)
-        results.append(
-            {
-                "allocator": kind,
-                "reached": f"{int(reached.sum())}/{len(SEEDS)}"
-                + "".join(f", one < {b:.2f}" for b in per_seed["bound"]),
-                "rollouts_M": np.nanmean(per_seed["rollouts"]) / 1e6 if reached.any() else None,
-                "tokens_B": np.nanmean(per_seed["tokens"]) / 1e9 if reached.any() else None,
-                "speedup": float(np.nanmean(speed)) if reached.any() else None,
-                "spread": (float(np.nanmin(speed)), float(np.nanmax(speed)))
-                if reached.any()
-                else None,
-                "tok_speedup": float(np.nanmean(per_seed["tok_speedup"]))
-                if reached.any()
-                else None,
-                "steps": float(np.nanmean(per_seed["steps"])) if reached.any() else None,
-                "final": float(np.mean(per_seed["final"])),
-                "final_sd": float(np.std(per_seed["final"])),
-                "at_budget": float(np.nanmean(per_seed["at_budget"])),
-                "trained_share": float(
-                    np.mean([curves[(kind, s)]["trained_share"] for s in SEEDS])
-                ),
-                "zero_var": float(np.mean([curves[(kind, s)]["zero_var"] for s in SEEDS])),
-                "evicted": float(np.mean([curves[(kind, s)]["evicted"] for s in SEEDS])),
-                "rollouts_per_step": float(
-                    np.mean([curves[(kind, s)]["rollouts"][-1] / steps for s in SEEDS])
-                ),
-            }
-        )
-    return results
+def command(argv: list[str] | None) -> str:
+    args = sys.argv[1:] if argv is None else argv
+    return " ".join(["python benchmarks/bench_core.py", *args])
+
+
+def target_plan(kinds: list[str]) -> TargetPlan:
+    from rollcli.backends.sim import SimConfig
+
+    defaults = SimConfig()
+    main = Scenario("default", BUDGET, STEPS,
+                    {"score_noise": defaults.score_noise, "lr": defaults.lr})  # fmt: skip
+    return TargetPlan(
+        kinds=kinds,
+        allocators={k: allocator_config(k) for k in kinds},
+        seeds=SEEDS,
+        main=main,
+        noise_levels=NOISE_LEVELS,
+        lr_grid=LR_GRID,
+    )
 
 
 # -- rendering -------------------------------------------------------------------------------
@@ -343,7 +282,7 @@ def tables(decision, throughput, targets) -> list[tuple[str, list[str], list[lis
             ],  # fmt: skip
         ),
         (
-            "(b) Sim steps per CPU second, uniform n=8, one thread (target >= 1000 at 512 x 8). Sim backend alone: generate + update + retain; bare protocol: plus allocator and ledger; train loop: plus metrics rows. Phase times are wall ms per step of the train loop",
+            "(b) Sim steps per CPU second, uniform n=8, default sim (4 mini-batches, per-prompt learning), one thread (target >= 500 at 512 x 8 for the train loop). Sim backend alone: generate + update + retain; bare protocol: plus allocator and ledger; train loop: plus metrics rows. Phase times are wall ms per step of the train loop",
             [
                 "prompts x rollouts",
                 "sim backend alone steps/s",
@@ -367,52 +306,7 @@ def tables(decision, throughput, targets) -> list[tuple[str, list[str], list[lis
             ],  # fmt: skip
         ),
     ]
-    for name, budget, steps, knobs, rows in targets:
-        out.append(
-            (
-                f"(c) Rollouts-to-target, {name} sim scenario "
-                f"({'SimConfig() with ' + str(knobs) + ', ' if knobs else ''}{budget} rollouts/step, {steps} "
-                f"steps, seeds {SEEDS[0]}-{SEEDS[-1]}; target = uniform's final held-out "
-                "accuracy of the same seed; speedup = uniform's rollouts to the target / the "
-                "allocator's, mean and min-max over the seeds that reached it; 'one < x' bounds "
-                "a seed that did not)",
-                [
-                    "allocator",
-                    "reached",
-                    "rollouts (M)",
-                    "tokens (B)",
-                    "speedup vs uniform",
-                    "spread (min-max)",
-                    "token speedup",
-                    "steps to target",
-                    "final acc (sd)",
-                    "acc at uniform's rollouts",
-                    "rollouts/step",
-                    "trained share",
-                    "zero-var groups",
-                    "evicted",
-                ],  # fmt: skip
-                [
-                    [
-                        r["allocator"],
-                        r["reached"],
-                        fmt(r["rollouts_M"], ".3f"),
-                        fmt(r["tokens_B"], ".3f"),
-                        fmt(r["speedup"]),
-                        fmt(r["spread"]),
-                        fmt(r["tok_speedup"]),
-                        fmt(r["steps"], ".0f"),
-                        f"{r['final']:.4f} ({r['final_sd']:.4f})",
-                        fmt(r["at_budget"], ".4f"),
-                        fmt(r["rollouts_per_step"], ".0f"),
-                        fmt(r["trained_share"]),
-                        fmt(r["zero_var"]),
-                        fmt(r["evicted"], ".0f"),
-                    ]
-                    for r in rows
-                ],  # fmt: skip
-            )
-        )
+    out += targets
     return out
 
 
@@ -445,11 +339,14 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", choices=sorted(PARTS), help="run one part; update its tables")
-    only = parser.parse_args(argv).only
+    parser.add_argument("--jobs", type=int, default=1, help="processes for part (c)")
+    parser.add_argument("--cache", type=Path, help="folder caching part (c)'s runs")
+    args = parser.parse_args(argv)
+    only = args.only
     console = Console(width=220)
-    kinds = [k for k in COMPARED if k in ALLOCATORS]
-    missing = [k for k in COMPARED if k not in ALLOCATORS]
+    kinds, skipped = runnable_kinds()
     started = time.perf_counter()
+    cpu_started = time.process_time()
     decision: list[dict[str, Any]] = []
     throughput: list[dict[str, Any]] = []
     targets = []
@@ -460,10 +357,17 @@ def main(argv: list[str] | None = None) -> None:
         console.print("[bold](b)[/] sim throughput ...")
         throughput = bench_throughput()
     if only in (None, "target"):
-        for name, budget, steps, knobs in SCENARIOS:
-            console.print(f"[bold](c)[/] rollouts-to-target, {name} scenario ...")
-            targets.append((name, budget, steps, knobs, bench_target(kinds, budget, steps, knobs)))
+        plan = target_plan(kinds)
+        planned = plan.runs()
+        console.print(f"[bold](c)[/] rollouts-to-target: {len(planned)} runs ...")
+        results = run_all([c for _, c in planned], jobs=args.jobs, cache=args.cache)
+        targets, summary = target_tables(
+            plan, dict(zip([k for k, _ in planned], results, strict=True))
+        )
+        console.print(f"best lr of uniform's grid: {summary['best_lr']:g}; best allocator per "
+                      f"score_noise: {summary['best_at_noise']}")  # fmt: skip
     elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
     rendered = tables(decision, throughput, targets)
     if only is not None:
         rendered = [t for t in rendered if t[0].startswith(PARTS[only])]
@@ -479,8 +383,8 @@ def main(argv: list[str] | None = None) -> None:
 
     if only is not None:
         note = (
-            f"{PARTS[only]} rerun alone: `python benchmarks/bench_core.py --only {only}` "
-            f"({elapsed:.0f} s), {now}; the other tables are from the run above."
+            f"{PARTS[only]} rerun alone: `{command(argv)}` ({elapsed:.0f} s wall, "
+            f"{cpu:.0f} s CPU in this process), {now}; the other tables are from the run above."
         )
         text = replace_part(OUT.read_text(), PARTS[only], [to_markdown(*t) for t in rendered], note)
         atomic_write_text(OUT, text)
@@ -489,13 +393,13 @@ def main(argv: list[str] | None = None) -> None:
     header = [
         "# Core benchmark (allocators on the sim backend)",
         "",
-        f"Command: `python benchmarks/bench_core.py` ({elapsed:.0f} s). Written {now}.",
+        f"Command: `{command(argv)}` ({elapsed:.0f} s wall). Written {now}.",
         f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs visible, "
         f"one thread; Python {platform.python_version()}, numpy {np.__version__}.",
         "",
         "Allocators use their default knobs"
         + "".join(f"; `{k}` with {v}" for k, v in OVERRIDES.items())
-        + (f". Not registered at run time: {', '.join(missing)}." if missing else ".")
+        + (f". Not run (their defaults do not fit the benchmark): {skipped}." if skipped else ".")
         + " The sim scenario is `SimConfig()` (docs/sim.md). Accuracy is the expected held-out"
         " accuracy after every step. Reading the results: docs/sim.md, section 'What the"
         " benchmark shows'.",
