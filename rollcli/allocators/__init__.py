@@ -7,7 +7,14 @@ kind when imported: a new allocator in rollcli adds its module to this list.
 """
 
 # rollcli's own allocators: importing a module registers its kind
-from rollcli.allocators import dynamic, oracle, pilot_commit, uniform, vigor  # noqa: F401
+from rollcli.allocators import (  # noqa: F401
+    dynamic,
+    oracle,
+    oracle_budget,
+    pilot_commit,
+    uniform,
+    vigor,
+)
 from rollcli.allocators.api import (
     AllocatorError,
     Ask,

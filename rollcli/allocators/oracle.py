@@ -1,4 +1,4 @@
-"""The oracle (sim only): knows every prompt's true success probability and picks the best batch.
+"""The selection-only oracle ``oracle_select`` (sim only): the best prompts at a fixed ``n``.
 
 Each step it scores candidate prompts by their *true* p under the current policy (the backend's
 ``success_probabilities``, passed in as ``oracle``) and gives ``n`` rollouts to the ``B =
@@ -6,7 +6,8 @@ rollouts_per_step // n`` best: ``score="variance"`` ranks by p(1-p) (the expecte
 without std normalisation), ``score="informative"`` by P(group informative) = 1 - p^n - (1-p)^n.
 Candidates are the whole active pool (``candidate_factor=0``) or the next ``candidate_factor * B``
 prompts in epoch order. Ties are broken by a seeded random key. It never evicts or defers: it is
-the limit a pilot-based allocator approaches with a free, exact pilot.
+the limit a pilot-based allocator approaches with a free, exact pilot at a fixed group size.
+The budget-aware ``oracle`` (:mod:`rollcli.allocators.oracle_budget`) also chooses ``n``.
 """
 
 from __future__ import annotations
@@ -21,16 +22,16 @@ from rollcli.allocators.api import AllocatorError, Ask, AskItem, BaseAllocator, 
 from rollcli.allocators.registry import register_allocator
 from rollcli.allocators.state import group_from_json, group_to_json
 
-__all__ = ["OracleConfig", "OracleAllocator", "oracle_scores"]
+__all__ = ["OracleSelectConfig", "OracleSelectAllocator", "oracle_scores"]
 
 
 @dataclass(frozen=True)
-class OracleConfig:
-    """Oracle; train batch ``B = rollouts_per_step // n``; ``candidate_factor=0``: whole pool."""
+class OracleSelectConfig:
+    """Selection-only oracle; batch ``B = rollouts_per_step // n``; ``candidate_factor=0``: whole pool."""
 
     __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
 
-    kind: Literal["oracle"] = "oracle"
+    kind: Literal["oracle_select"] = "oracle_select"
     n: int = 8
     score: Literal["variance", "informative"] = "variance"
     candidate_factor: int = 0
@@ -54,21 +55,22 @@ def oracle_scores(p: np.ndarray, n: int, score: str) -> np.ndarray:
 
 
 @register_allocator
-class OracleAllocator(BaseAllocator):
+class OracleSelectAllocator(BaseAllocator):
     """One ask per step: the top-B candidates by true informativeness, ``n`` rollouts each."""
 
-    config_class = OracleConfig
+    config_class = OracleSelectConfig
     presets = {
         "variance": {"n": 8, "score": "variance"},
         "informative": {"n": 8, "score": "informative"},
     }
     requires_oracle = True
 
-    def __init__(self, config: OracleConfig, **kwargs: Any) -> None:
+    def __init__(self, config: OracleSelectConfig, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
         if self.rollouts_per_step % config.n:
             raise ValueError(
-                f"oracle: rollouts_per_step={self.rollouts_per_step} is not divisible by n={config.n}"
+                f"oracle_select: rollouts_per_step={self.rollouts_per_step} is not divisible "
+                f"by n={config.n}"
             )
         self.batch_prompts = self.rollouts_per_step // config.n
         self._asked = False

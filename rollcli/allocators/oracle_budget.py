@@ -32,6 +32,7 @@ from rollcli.allocators.oracle_signal import (
     objective_value,
     size_menu,
 )
+from rollcli.allocators.registry import register_allocator
 from rollcli.allocators.state import group_from_json, group_to_json
 
 __all__ = ["BudgetOracleConfig", "BudgetOracleAllocator"]
@@ -69,10 +70,16 @@ class BudgetOracleConfig:
             )
 
 
+@register_allocator
 class BudgetOracleAllocator(BaseAllocator):
     """One ask per step: the budget split over the candidates by their true p (module docstring)."""
 
     config_class = BudgetOracleConfig
+    presets = {
+        "snr": {"objective": "snr"},  # what an Adam step follows (the default)
+        "signal": {"objective": "signal"},  # what an SGD step follows
+        "dr-grpo": {"std_normalize": False},  # advantages without std division
+    }
     requires_oracle = True
 
     def __init__(self, config: BudgetOracleConfig, **kwargs: Any) -> None:

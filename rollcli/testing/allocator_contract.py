@@ -143,8 +143,14 @@ def contract_cases() -> list[ContractCase]:
         ContractCase(
             {"kind": "vigor", "m0": 3, "alpha": 0.7, "gamma": 1.5, "all_zero": "stop"}, 40
         ),
-        ContractCase({"kind": "oracle", "n": 4}, 32),
-        ContractCase({"kind": "oracle", "n": 4, "score": "informative", "candidate_factor": 2}, 32),
+        ContractCase({"kind": "oracle_select", "n": 4}, 32),
+        ContractCase(
+            {"kind": "oracle_select", "n": 4, "score": "informative", "candidate_factor": 2}, 32
+        ),
+        ContractCase({"kind": "oracle", "n_max": 8}, 32),
+        ContractCase(
+            {"kind": "oracle", "n_min": 3, "objective": "signal", "num_candidates": 12}, 30
+        ),
     ]
 
 

@@ -59,7 +59,7 @@ P = np.array([0.0, 1.0, 0.5, 0.9, 0.3, 0.55, 0.05, 0.75])
 
 
 def test_oracle_picks_the_true_highest_variance(make) -> None:
-    run = make({"kind": "oracle", "n": 4}, FakeBackend(P, 0), 12)  # B = 3
+    run = make({"kind": "oracle_select", "n": 4}, FakeBackend(P, 0), 12)  # B = 3
     groups = run.step(0)
     assert run.asks == [[(2, 4, "main"), (5, 4, "main"), (4, 4, "main")]]  # p(1-p): .25, .2475, .21
     assert [g.prompt_id for g in groups] == [2, 5, 4]
@@ -75,10 +75,10 @@ def test_oracle_scores() -> None:
 
 
 def test_oracle_candidates_and_eviction(make) -> None:
-    run = make({"kind": "oracle", "n": 4, "candidate_factor": 1}, FakeBackend(P, 0), 12)
+    run = make({"kind": "oracle_select", "n": 4, "candidate_factor": 1}, FakeBackend(P, 0), 12)
     run.step(0)
     assert sorted(p for p, _, _ in run.asks[0]) == sorted(epoch_order(8, 0)[:3])
-    run = make({"kind": "oracle", "n": 4}, FakeBackend(P, 0), 12)
+    run = make({"kind": "oracle_select", "n": 4}, FakeBackend(P, 0), 12)
     run.allocator.source.evict(2)
     run.step(0)
     assert [p for p, _, _ in run.asks[0]] == [5, 4, 7]
@@ -86,4 +86,4 @@ def test_oracle_candidates_and_eviction(make) -> None:
 
 def test_oracle_requires_true_probabilities() -> None:
     with pytest.raises(AllocatorError, match="only the sim backend"):
-        create_allocator({"kind": "oracle"}, num_prompts=8, rollouts_per_step=8, seed=0)
+        create_allocator({"kind": "oracle_select"}, num_prompts=8, rollouts_per_step=8, seed=0)

@@ -21,7 +21,14 @@ from rollcli.allocators import (
 
 
 def test_kinds() -> None:
-    assert allocator_kinds() == ["dynamic", "oracle", "pilot_commit", "uniform", "vigor"]
+    assert allocator_kinds() == [
+        "dynamic",
+        "oracle",
+        "oracle_select",
+        "pilot_commit",
+        "uniform",
+        "vigor",
+    ]
     assert sorted(PRESETS) == allocator_kinds()
 
 
@@ -71,6 +78,7 @@ def test_every_preset_builds_at_its_published_scale(kind: str, preset: str) -> N
     per_prompt = {
         "pilot_commit": lambda c: c.n_pilot + c.n_commit,
         "vigor": lambda c: c.rounds * c.m0,
+        "oracle": lambda c: 8,  # the budget-aware oracle sizes its own groups
     }
     budget = 128 * per_prompt.get(kind, lambda c: c.n)(config)  # 128 prompts per train batch
     allocator = create_allocator(

@@ -167,7 +167,7 @@ def test_preset_expansion_and_explicit_knobs_win(tmp_path):
 
 
 def test_oracle_needs_sim(tmp_path):
-    text = MINIMAL + "  best: {kind: oracle, n: 8}\n"
+    text = MINIMAL + "  best: {kind: oracle, n_max: 8}\n"
     assert load_spec(write(tmp_path, text)).allocators["best"].kind == "oracle"
     with pytest.raises(SpecError, match="only the sim backend"):
         load_spec(write(tmp_path, text), ["backend={kind: tiny}"])

@@ -17,7 +17,8 @@ SMALL_ALLOCATORS: dict[str, dict[str, Any]] = {
     "dynamic": {"kind": "dynamic", "n": 8, "gen_batch_factor": 2},
     "pilot_commit": {"kind": "pilot_commit", "n_pilot": 4, "n_commit": 12},
     "vigor": {"kind": "vigor", "m0": 2},
-    "oracle": {"kind": "oracle", "n": 8},
+    "oracle_select": {"kind": "oracle_select", "n": 8},
+    "oracle": {"kind": "oracle", "n_max": 16},
 }
 
 
