@@ -12,6 +12,8 @@ from rollcli.allocators import (  # noqa: F401
     oracle,
     oracle_budget,
     pilot_commit,
+    pods,
+    reinforce_ada,
     uniform,
     vigor,
 )

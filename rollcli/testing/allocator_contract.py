@@ -151,6 +151,16 @@ def contract_cases() -> list[ContractCase]:
         ContractCase(
             {"kind": "oracle", "n_min": 3, "objective": "signal", "num_candidates": 12}, 30
         ),
+        ContractCase({"kind": "pods", "n": 8, "m": 4}, 32),
+        ContractCase({"kind": "pods", "n": 6, "m": 3, "rule": "random", "budget": "generated"}, 36),
+        ContractCase({"kind": "pods", "n": 5, "m": 2, "rule": "max_reward"}, 16),
+        ContractCase({"kind": "reinforce_ada", "round_repeat": 4, "max_rounds": 3}, 32),
+        ContractCase(
+            {"kind": "reinforce_ada", "choice": "positive_focused", "global_stats": False}, 32
+        ),
+        ContractCase(
+            {"kind": "reinforce_ada", "num_keep": 1, "round_repeat": 1, "max_rounds": 2}, 8
+        ),
     ]
 
 

@@ -26,6 +26,8 @@ def test_kinds() -> None:
         "oracle",
         "oracle_select",
         "pilot_commit",
+        "pods",
+        "reinforce_ada",
         "uniform",
         "vigor",
     ]
@@ -79,6 +81,8 @@ def test_every_preset_builds_at_its_published_scale(kind: str, preset: str) -> N
         "pilot_commit": lambda c: c.n_pilot + c.n_commit,
         "vigor": lambda c: c.rounds * c.m0,
         "oracle": lambda c: 8,  # the budget-aware oracle sizes its own groups
+        "pods": lambda c: c.m,
+        "reinforce_ada": lambda c: c.num_keep,
     }
     budget = 128 * per_prompt.get(kind, lambda c: c.n)(config)  # 128 prompts per train batch
     allocator = create_allocator(
