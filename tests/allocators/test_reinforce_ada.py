@@ -235,15 +235,16 @@ def _official_cases(seed: int, count: int):
 def test_sim_and_tiny_advantages_are_the_official_ones(std_normalize: bool) -> None:
     """Whatever the backend's std normalisation, a baseline group trains on r - b (official:
     ``norm_adv_by_std_in_grpo=False``); a group of one rollout too."""
-    from rollcli.backends.sim.backend import _group_advantages, _with_baselines
+    from rollcli.backends.sim.update import group_advantages as sim_advantages
+    from rollcli.backends.sim.update import with_baselines
     from rollcli.backends.tiny.grpo import group_advantages
 
     for groups, official in _official_cases(2, 100):
         sizes = np.array([g.size for g in groups])
         gid = np.repeat(np.arange(len(groups)), sizes)
         rewards = np.concatenate([g.rewards for g in groups])
-        sim = _with_baselines(
-            _group_advantages(rewards, gid, sizes, std_normalize, 1e-6), rewards, gid, groups
+        sim = with_baselines(
+            sim_advantages(rewards, gid, sizes, std_normalize, 1e-6), rewards, gid, groups
         )
         np.testing.assert_allclose(sim, official, rtol=1e-6, atol=1e-6)
         tiny = group_advantages(
