@@ -9,11 +9,14 @@ kind when imported: a new allocator in rollcli adds its module to this list.
 # rollcli's own allocators: importing a module registers its kind
 from rollcli.allocators import (  # noqa: F401
     dynamic,
+    greso,
+    mopps,
     oracle,
     oracle_budget,
     pilot_commit,
     pods,
     reinforce_ada,
+    spo,
     uniform,
     vigor,
 )

@@ -1,5 +1,5 @@
 """Helpers shared by rollcli's own allocators: merged groups, an order-free reward variance,
-knob checks. (State helpers are public, in :mod:`rollcli.allocators.state`.)
+knob checks, whole loader batches. (State helpers are public, in :mod:`rollcli.allocators.state`.)
 """
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from rollcli.allocators.api import Group, Outcome
+from rollcli.allocators.api import Group, Outcome, PromptSource
 
 __all__ = [
     "merge_outcomes",
     "reward_variance",
     "check_choice",
     "nested_config",
+    "take_full_batch",
 ]
 
 
@@ -70,3 +71,16 @@ def nested_config(knob: str, value: Any, cls: type) -> Any:
             hint = f" Did you mean '{close[0]}'?" if close else ""
             raise ValueError(f"{knob} has no key '{key}'.{hint} Valid: {', '.join(names)}.")
     return cls(**value)
+
+
+def take_full_batch(source: PromptSource, k: int) -> list[int]:
+    """The next ``k`` prompts of the epoch order, as a ``DataLoader(drop_last=True)`` yields them.
+
+    When fewer than ``k`` active prompts are left in the epoch, that tail is dropped and the next
+    epoch starts; ``k`` at or above the active pool gives the whole pool (each epoch one batch).
+    MoPPS and SPO read their candidate pools from such a loader.
+    """
+    k = min(k, source.num_active)
+    if source.remaining_in_epoch() < k:
+        source.new_epoch()
+    return source.take(k, wrap=False)

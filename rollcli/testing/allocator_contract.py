@@ -161,6 +161,37 @@ def contract_cases() -> list[ContractCase]:
         ContractCase(
             {"kind": "reinforce_ada", "num_keep": 1, "round_repeat": 1, "max_rounds": 2}, 8
         ),
+        ContractCase({"kind": "greso", "n": 4}, 32, steps=10),
+        ContractCase(
+            {
+                "kind": "greso",
+                "n": 4,
+                "loader_batch": 5,
+                "p_easy": 0.2,
+                "p_hard": 0.3,
+                "max_rounds": 2,
+                "on_max_rounds": "stop",
+            },
+            32,
+            steps=10,
+        ),
+        ContractCase({"kind": "mopps", "n": 4, "candidate_factor": 3.0}, 32),
+        ContractCase(
+            {
+                "kind": "mopps",
+                "n": 4,
+                "candidate_factor": 2.0,
+                "decay": 0.5,
+                "strategy": "threshold",
+                "candidates": "epoch",
+            },
+            32,
+        ),
+        ContractCase({"kind": "mopps", "n": 2, "strategy": "uniform"}, 16),
+        ContractCase({"kind": "spo"}, 16),
+        ContractCase(
+            {"kind": "spo", "n": 4, "rho": 0.5, "advantage": "group", "candidate_prompts": 20}, 32
+        ),
     ]
 
 

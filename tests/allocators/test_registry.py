@@ -23,11 +23,14 @@ from rollcli.allocators import (
 def test_kinds() -> None:
     assert allocator_kinds() == [
         "dynamic",
+        "greso",
+        "mopps",
         "oracle",
         "oracle_select",
         "pilot_commit",
         "pods",
         "reinforce_ada",
+        "spo",
         "uniform",
         "vigor",
     ]
