@@ -46,7 +46,7 @@ from rich.table import Table  # noqa: E402
 from rollcli.allocators import create_allocator  # noqa: E402
 from rollcli.allocators.registry import ALLOCATORS  # noqa: E402
 from rollcli.backends.sim import create_sim_backend  # noqa: E402
-from rollcli.train.job import create_job_loop  # noqa: E402
+from rollcli.jobs.train import create_job_loop  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sim_targets import Scenario, TargetPlan, run_all, target_tables  # noqa: E402

@@ -5,7 +5,7 @@ Three parts, each printing a Markdown table (and writing JSON next to ``--out``)
 ``timing``      per-step seconds of generate / allocate / update and per-evaluation seconds, at
                 64 and 256 rollouts per step (uniform, n=8), wall and process CPU time.
 ``allocators``  the jobs of ``experiments/tiny-allocators.yaml`` (every allocator x ``--seeds``
-                seeds) run through the real train loop (``rollcli.train.run_train_job``), two
+                seeds) run through the real train loop (``rollcli.jobs.train.run_train_job``), two
                 processes at a time, each torch single-threaded; then rollouts-to-target and
                 tokens-to-target against GRPO, with the final accuracy beside each speedup.
 ``quickstart``  wall time of ``rollcli run`` on a spec, with a fresh base-model cache (the
@@ -147,7 +147,7 @@ def _job_configs(spec_path: Path, seeds: list[int], cache: str | None) -> list[d
 
 def _run_job(job_dir: Path) -> float:
     start = time.perf_counter()
-    code = "import sys; from rollcli.train import run_train_job; run_train_job(sys.argv[1])"
+    code = "import sys; from rollcli.jobs.train import run_train_job; run_train_job(sys.argv[1])"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     log = (job_dir / "bench.log").open("w")
     subprocess.run(

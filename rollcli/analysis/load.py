@@ -18,6 +18,7 @@ import numpy as np
 
 from rollcli.errors import StoreError
 from rollcli.store.atomic import read_json, read_jsonl
+from rollcli.store.folders import RunFolder
 
 __all__ = ["TargetSpec", "JobMetrics", "RunData", "load_run", "AXES"]
 
@@ -190,7 +191,8 @@ def _merge_eval_rows(
 def load_run(run_dir: str | Path) -> RunData:
     """Read ``manifest.json`` and the metrics of every train job of a run folder."""
     run_dir = Path(run_dir)
-    manifest_path = run_dir / "manifest.json"
+    run = RunFolder(run_dir)
+    manifest_path = run.manifest
     if not manifest_path.is_file():
         raise StoreError(
             f"{run_dir} is not a run folder (no manifest.json); "
@@ -225,11 +227,11 @@ def load_run(run_dir: str | Path) -> RunData:
                 eval_of.setdefault(str(dep), []).append(str(job["id"]))
     jobs = []
     for job in train:
-        job_dir = run_dir / "jobs" / str(job["id"])
-        rows = _read_rows(job_dir / "metrics.jsonl")
+        folder = run.job(str(job["id"]))
+        rows = _read_rows(folder.metrics)
         for eval_id in eval_of.get(str(job["id"]), []):
-            rows = _merge_eval_rows(rows, _read_rows(run_dir / "jobs" / eval_id / "metrics.jsonl"))
-        state_path = job_dir / "state.json"
+            rows = _merge_eval_rows(rows, _read_rows(run.job(eval_id).metrics))
+        state_path = folder.state
         status = "pending"
         if state_path.is_file():
             try:

@@ -28,6 +28,7 @@ from rollcli.analysis.summary import (
 )
 from rollcli.errors import RollcliError
 from rollcli.store.atomic import atomic_write_json, atomic_write_text
+from rollcli.store.folders import RunFolder
 
 __all__ = [
     "FORMATS",
@@ -259,7 +260,7 @@ def write_report(
 ) -> ReportResult:
     """Analyse ``run_dir`` and write the report files (and plots) under ``out`` (default
     ``<run_dir>/report``). Returns the analysis and the paths written."""
-    out_dir = Path(out) if out is not None else Path(run_dir) / "report"
+    out_dir = Path(out) if out is not None else RunFolder(run_dir).report
     blocker = next((p for p in (out_dir, *out_dir.parents) if p.exists()), None)
     if blocker is not None and not blocker.is_dir():
         raise RollcliError(

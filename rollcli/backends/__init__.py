@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rollcli.backends.api import BaseBackend
 
-__all__ = ["BaseBackend", "BACKENDS", "create_backend"]
+__all__ = ["BaseBackend", "BACKENDS", "TRAINER_DRIVEN", "create_backend", "trainer_driven_runner"]
 
 # kind -> "module:factory". factory(config: Mapping, *, seed: int, job_dir: Path | None) -> BaseBackend
 BACKENDS: dict[str, str] = {
@@ -21,6 +21,21 @@ BACKENDS: dict[str, str] = {
     "tiny": "rollcli.backends.tiny:create_tiny_backend",
     "verl": "rollcli.backends.verl:create_verl_backend",
 }
+# kinds whose own trainer drives the step loop (it runs rollcli's step routine from inside):
+# kind -> "module:function" with the signature run_train_job(job_dir, *, job, stop, callbacks)
+TRAINER_DRIVEN: dict[str, str] = {
+    "verl": "rollcli.backends.verl:run_train_job",
+}
+
+
+def _resolve(target: str) -> Any:
+    module_name, name = target.split(":")
+    return getattr(importlib.import_module(module_name), name)
+
+
+def trainer_driven_runner(kind: str) -> Callable[..., None] | None:
+    """The train-job runner of a trainer-driven backend kind, or None for a stepped backend."""
+    return _resolve(TRAINER_DRIVEN[kind]) if kind in TRAINER_DRIVEN else None
 
 
 def create_backend(config: Mapping[str, Any], *, seed: int, job_dir: Any = None) -> BaseBackend:
@@ -30,6 +45,4 @@ def create_backend(config: Mapping[str, Any], *, seed: int, job_dir: Any = None)
         close = difflib.get_close_matches(str(kind), list(BACKENDS), n=1)
         hint = f" Did you mean '{close[0]}'?" if close else ""
         raise ValueError(f"unknown backend kind '{kind}'.{hint} Valid: {', '.join(BACKENDS)}.")
-    module_name, factory_name = BACKENDS[kind].split(":")
-    factory = getattr(importlib.import_module(module_name), factory_name)
-    return factory(config, seed=seed, job_dir=job_dir)
+    return _resolve(BACKENDS[kind])(config, seed=seed, job_dir=job_dir)

@@ -11,7 +11,7 @@ from typing import Any
 from rich.live import Live
 
 from rollcli.cli._render import fmt_int, status_table
-from rollcli.store.layout import job_dir
+from rollcli.store.folders import RunFolder
 from rollcli.store.progress import MetricsTail, fmt_eta
 from rollcli.store.state import read_state
 
@@ -29,8 +29,7 @@ class JobRows:
         budget = manifest.get("spec", {}).get("budget", {})
         self.steps = budget.get("steps")
         self.tails = {
-            j["id"]: MetricsTail(job_dir(self.run_dir, j["id"]) / "metrics.jsonl")
-            for j in self.jobs
+            j["id"]: MetricsTail(RunFolder(self.run_dir).job(j["id"]).metrics) for j in self.jobs
         }
 
     def rows(
@@ -48,7 +47,7 @@ class JobRows:
         out = []
         for job in jobs:
             jid = job["id"]
-            state = read_state(job_dir(self.run_dir, jid))
+            state = read_state(RunFolder(self.run_dir).job(jid).path)
             status = (statuses or {}).get(jid, state["status"])
             label = "report" if job["type"] == "report" else f"{job['allocator']}/{job['seed']}"
             if job["type"] == "eval":

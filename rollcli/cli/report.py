@@ -62,13 +62,15 @@ def report(
 
     from rollcli.analysis.report import parse_formats, write_report
     from rollcli.analysis.summary import print_analysis
+    from rollcli.store.folders import RunFolder
 
-    if (run_dir / "sweep.json").is_file():
+    run = RunFolder(run_dir)
+    if run.is_sweep:
         from rollcli.errors import RollcliError
 
         raise RollcliError(
             f"{run_dir} is a sweep run folder: its points reuse allocator names, so one table "
-            f"would mix them. Its report is {run_dir / 'report' / 'ablation.md'} (rebuilt by "
+            f"would mix them. Its report is {run.report / 'ablation.md'} (rebuilt by "
             "rerunning `rollcli sweep FILE`, which skips finished jobs)"
         )
     console = Console()

@@ -47,14 +47,15 @@ def print_run_summary(run_dir: Path, out: Any) -> None:
 def _fallback_summary(run_dir: Path, out: Any) -> None:
     from rollcli.cli._render import minimal_summary_table
     from rollcli.store.atomic import read_jsonl
-    from rollcli.store.layout import job_dir, load_manifest
+    from rollcli.store.folders import RunFolder
+    from rollcli.store.layout import load_manifest
 
     manifest = load_manifest(run_dir)
     finals: dict[str, list[dict[str, Any]]] = {}
     for job in manifest["plan"]["jobs"]:
         if job["type"] != "train":
             continue
-        rows = read_jsonl(job_dir(run_dir, job["id"]) / "metrics.jsonl")
+        rows = read_jsonl(RunFolder(run_dir).job(job["id"]).metrics)
         evaluated = [r for r in rows if r.get("eval/accuracy") is not None]
         if evaluated:
             finals.setdefault(job["allocator"], []).append(

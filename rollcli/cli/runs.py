@@ -113,6 +113,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Print a job's logs (stdout then stderr); -f follows them until the job ends."""
         from rollcli.errors import RollcliError
+        from rollcli.store.folders import JobFolder
         from rollcli.store.layout import find_job, job_dir, load_manifest
         from rollcli.store.lock import lock_holder
         from rollcli.store.state import read_state
@@ -122,7 +123,7 @@ def register(app: typer.Typer) -> None:
         manifest = load_manifest(run_dir)
         folder = job_dir(run_dir, find_job(manifest, job))
         names = ["stdout", "stderr"] if stream == "both" else [stream]
-        paths = [folder / "logs" / f"{name}.log" for name in names]
+        paths = [JobFolder(folder).log(name) for name in names]
         offsets = [_print_file(p) for p in paths]
         local = (manifest.get("spec", {}).get("launch") or {}).get("executor", "local") == "local"
         while follow:

@@ -134,10 +134,10 @@ def register(app: typer.Typer) -> None:
             again = " ".join(shlex.quote(a) for a in [str(sweep_file), *(overrides or []), *where])
             out.print(f"[yellow]stopped; rerun to resume: rollcli sweep {again}[/yellow]")
             raise typer.Exit(130)
-        from rollcli.sweep.report import ablation_table, analyze_sweep, write_ablation
+        from rollcli.analysis.ablation import ablation_table
+        from rollcli.jobs.report import write_sweep_report
 
-        ablation = analyze_sweep(run_dir)
-        files = write_ablation(ablation, run_dir / "report", plots=plots)
+        ablation, files = write_sweep_report(run_dir, plots=plots)
         out.print(ablation_table(ablation, best_only=True, max_width=out.width))
         for warning in ablation.warnings[:5]:
             out.print(f"[yellow]warning: {warning}[/yellow]")

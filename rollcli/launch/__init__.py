@@ -1,6 +1,6 @@
 """Launching jobs: the executor protocol (:mod:`rollcli.launch.api`), the local executor, the
-Slurm executor, the one job entry point (``python -m rollcli.launch.entry JOB_DIR``) and the
-orchestration behind ``rollcli run`` (:mod:`rollcli.launch.orchestrate`).
+Slurm executor and the orchestration behind ``rollcli run`` (:mod:`rollcli.launch.orchestrate`).
+Every executor starts a job as one opaque command, ``python -m rollcli.jobs.entry JOB_DIR``.
 
 Nothing heavy is imported here: executors are created by kind through
 :func:`rollcli.launch.api.create_executor`, which imports submitit only for Slurm.

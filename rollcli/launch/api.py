@@ -1,7 +1,7 @@
 """The executor protocol: how planned jobs are started, watched and stopped (local, Slurm).
 
 Executors know jobs as opaque units with a folder, dependencies and resources; they know nothing
-of RL. Every job, on any executor, runs the same entry point ``python -m rollcli.launch.entry
+of RL. Every job, on any executor, runs the same entry point ``python -m rollcli.jobs.entry
 JOB_DIR``, which marks ``state.json`` running/done/failed itself. An executor therefore only has
 to (1) start that command for each job once its dependencies are done, (2) record how to find the
 process again in ``state.json["executor"]`` (``{kind: local, pid}`` or ``{kind: slurm, job_id,
@@ -26,51 +26,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rollcli.plan.resources import Resources
+
 __all__ = [
     "STATUSES",
     "TERMINAL",
     "Resources",
     "Job",
     "BaseExecutor",
+    "ENTRY_MODULE",
     "EXECUTORS",
     "create_executor",
     "entry_command",
 ]
 
+# the job entry point (rollcli.jobs.entry), started as an opaque command
+ENTRY_MODULE = "rollcli.jobs.entry"
 STATUSES = ("pending", "running", "done", "failed", "cancelled")
 TERMINAL = frozenset({"done", "failed", "cancelled"})
-
-
-@dataclass(frozen=True)
-class Resources:
-    """What one job asks of its executor (Slurm fields are ignored by the local executor)."""
-
-    nodes: int = 1
-    gpus_per_node: int = 0
-    cpus_per_task: int = 1
-    mem: str | None = None  # Slurm syntax: "64G"
-    time: str | None = None  # Slurm syntax: "48:00:00"
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    constraint: str | None = None
-    sbatch_extra: tuple[str, ...] = ()
-    requeue: bool = True
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "nodes": self.nodes,
-            "gpus_per_node": self.gpus_per_node,
-            "cpus_per_task": self.cpus_per_task,
-            "mem": self.mem,
-            "time": self.time,
-            "partition": self.partition,
-            "account": self.account,
-            "qos": self.qos,
-            "constraint": self.constraint,
-            "sbatch_extra": list(self.sbatch_extra),
-            "requeue": self.requeue,
-        }
 
 
 @dataclass(frozen=True)
@@ -89,7 +62,7 @@ def entry_command(job_dir: Path, python: str | None = None) -> list[str]:
     """The one command every executor runs for a job."""
     import sys
 
-    return [python or sys.executable, "-m", "rollcli.launch.entry", str(job_dir)]
+    return [python or sys.executable, "-m", ENTRY_MODULE, str(job_dir)]
 
 
 class BaseExecutor(abc.ABC):

@@ -1,6 +1,6 @@
 """The local executor: jobs as subprocesses of ``rollcli run``, at most ``max_parallel`` at once.
 
-Each job runs ``python -m rollcli.launch.entry JOB_DIR`` in its own session (so a terminal
+Each job runs ``python -m rollcli.jobs.entry JOB_DIR`` in its own session (so a terminal
 Ctrl-C reaches only the orchestrator, which forwards SIGTERM and lets jobs checkpoint), with
 stdout/stderr appended to ``logs/``. On Linux the child also gets SIGTERM if the orchestrator
 dies (``PR_SET_PDEATHSIG``), so a killed ``rollcli run`` never leaves jobs training on their own;
@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rollcli.launch.api import TERMINAL, BaseExecutor, Job, entry_command
+from rollcli.launch.api import ENTRY_MODULE, TERMINAL, BaseExecutor, Job, entry_command
+from rollcli.store.folders import JobFolder
 from rollcli.store.layout import job_dir as job_dir_of
 from rollcli.store.layout import load_manifest
 from rollcli.store.lock import pid_alive
@@ -52,13 +53,13 @@ def job_process_alive(state: dict[str, Any], job_dir: Path) -> int | None:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return int(pid) if sys.platform != "linux" else None
-    if "rollcli.launch.entry" in cmdline and job_dir.name in cmdline:
+    if ENTRY_MODULE in cmdline and job_dir.name in cmdline:
         return int(pid)
     return None  # the pid was reused by another process
 
 
 def stderr_tail(job_dir: Path, lines: int = 20) -> str:
-    path = job_dir / "logs" / "stderr.log"
+    path = JobFolder(job_dir).stderr_log
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
@@ -210,10 +211,10 @@ class LocalExecutor(BaseExecutor):
         return str(read_state(folder)["status"])
 
     def _start(self, job: Job) -> None:
-        logs = job.job_dir / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
+        folder = JobFolder(job.job_dir)
+        folder.logs.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "ROLLCLI_EXECUTOR": "local", "PYTHONUNBUFFERED": "1"}
-        with open(logs / "stdout.log", "ab") as out, open(logs / "stderr.log", "ab") as err:
+        with open(folder.stdout_log, "ab") as out, open(folder.stderr_log, "ab") as err:
             self._procs[job.id] = subprocess.Popen(
                 entry_command(job.job_dir),
                 stdin=subprocess.DEVNULL,

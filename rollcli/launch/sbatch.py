@@ -311,12 +311,10 @@ def render_run_scripts(
 ) -> list[tuple[str, str]]:
     """``(title, script)`` for every submission of a built plan, as ``rollcli plan --sbatch``
     shows them; ``MaxArraySize`` is read from the cluster when ``scontrol`` answers."""
+    from rollcli.launch.orchestrate import plan_jobs
     from rollcli.launch.slurm import read_max_array_size
 
-    jobs = [
-        Job(pj.id, pj.type, Path(run_dir) / "jobs" / pj.id, tuple(pj.depends_on), pj.resources)
-        for pj in plan
-    ]
+    jobs = plan_jobs(plan, Path(run_dir))
     max_size = read_max_array_size(timeout=5.0)
     scripts = render_plan_scripts(
         jobs,

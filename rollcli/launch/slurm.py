@@ -5,7 +5,7 @@ chunked below the cluster's ``MaxArraySize``, and submits each with submitit. Ev
 their train jobs through ``--dependency=afterany:<train array>``; the task itself then checks
 that every dependency is ``done`` (so a failed train job fails its eval instead of leaving it
 pending forever). Each task runs :class:`SlurmJobRunner`, a ``submitit.helpers.Checkpointable``:
-the job (``rollcli.launch.entry.run_job``) runs in a thread; on Slurm's ``USR2`` warning
+the job (``rollcli.jobs.entry.run_job``) runs in a thread; on Slurm's ``USR2`` warning
 (pre-emption or time limit) submitit calls ``checkpoint()``, which sets the job's stop event,
 waits for the train loop to write its checkpoint and return, and hands submitit a fresh runner
 to requeue: the next attempt resumes from that checkpoint. ``state.json`` is the source of truth;
@@ -37,10 +37,10 @@ from rollcli.launch.sbatch import (
     submitit_parameters,
 )
 from rollcli.store.atomic import atomic_write_text
+from rollcli.store.folders import JobFolder, RunFolder
 from rollcli.store.state import read_state, set_status, update_state
 
 __all__ = [
-    "CANCEL_FILE",
     "SlurmExecutor",
     "SlurmJobRunner",
     "read_max_array_size",
@@ -48,7 +48,6 @@ __all__ = [
     "squeue_states",
 ]
 
-CANCEL_FILE = ".cancel-requested"
 SLURM_PENDING = frozenset(
     {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SUSPENDED"}
 )
@@ -147,7 +146,7 @@ def _link(target: Path, link: Path) -> None:
 
 def _reset_for_submission(job_dir: Path) -> None:
     """A failed or cancelled job goes back to pending (it resumes from its checkpoint)."""
-    (job_dir / CANCEL_FILE).unlink(missing_ok=True)
+    JobFolder(job_dir).cancel_request.unlink(missing_ok=True)
     if read_state(job_dir)["status"] in ("failed", "cancelled"):
         update_state(job_dir, status="pending", error_tail=None)
 
@@ -200,7 +199,7 @@ class SlurmJobRunner(Checkpointable):
         status = read_state(job_dir)["status"]
         if status == "done":
             return "done"  # a requeue that raced with the end of the job
-        if (job_dir / CANCEL_FILE).exists():
+        if JobFolder(job_dir).cancel_request.exists():
             set_status(job_dir, "cancelled", only_from={"pending", "failed", "running"})
             return "cancelled"
         reason = self._blocked_by()
@@ -223,7 +222,7 @@ class SlurmJobRunner(Checkpointable):
         stop = self._stop
 
         def target() -> None:
-            from rollcli.launch.entry import run_job
+            from rollcli.jobs.entry import run_job
 
             try:
                 self._result["code"] = run_job(self.job_dir, stop=stop)
@@ -250,7 +249,8 @@ class SlurmJobRunner(Checkpointable):
         if self._thread is not None:
             self._thread.join(self.checkpoint_wait_s)
         status = read_state(job_dir)["status"]
-        if status in ("done", "failed") or (job_dir / CANCEL_FILE).exists() or not self.requeue:
+        cancelled = JobFolder(job_dir).cancel_request.exists()
+        if status in ("done", "failed") or cancelled or not self.requeue:
             if status not in ("done", "failed"):
                 set_status(job_dir, "cancelled", only_from={"pending", "running", "cancelled"})
             return None
@@ -313,7 +313,7 @@ class SlurmExecutor(BaseExecutor):
             for job in group.jobs:
                 _reset_for_submission(Path(job.job_dir))
                 deps = tuple(
-                    (d, str(by_id[d].job_dir if d in by_id else Path(run_dir) / "jobs" / d))
+                    (d, str(by_id[d].job_dir if d in by_id else RunFolder(run_dir).job(d).path))
                     for d in job.depends_on
                 )
                 runners.append(
@@ -350,7 +350,7 @@ class SlurmExecutor(BaseExecutor):
             for dep in job.depends_on:
                 if dep in queued:
                     continue
-                state = read_state(Path(run_dir) / "jobs" / dep)
+                state = read_state(RunFolder(run_dir).job(dep).path)
                 handle = (state.get("slurm") or {}).get("array_job_id")
                 if state["status"] not in TERMINAL and handle:
                     ids.append(str(handle))
@@ -372,8 +372,8 @@ class SlurmExecutor(BaseExecutor):
         }
         # run_job replaces "executor" when the task starts; "slurm" keeps the submission handle
         update_state(job_dir, executor=info, slurm=info)
-        for name, key in (("stdout.log", "stdout"), ("stderr.log", "stderr")):
-            _link(Path(info[key]), job_dir / "logs" / name)
+        for stream in ("stdout", "stderr"):
+            _link(Path(info[stream]), JobFolder(job_dir).log(stream))
 
     # ---- poll ---------------------------------------------------------------------------
     def _sacct(self, ids: Sequence[str]) -> dict[str, str] | None:
@@ -442,24 +442,19 @@ class SlurmExecutor(BaseExecutor):
 
     # ---- cancel -------------------------------------------------------------------------
     def cancel(self, run_dir: Path, job_ids: Sequence[str] | None = None) -> list[str]:
-        jobs_dir = Path(run_dir) / "jobs"
-        dirs = (
-            [jobs_dir / j for j in job_ids]
-            if job_ids is not None
-            else sorted(p for p in jobs_dir.iterdir() if p.is_dir())
-            if jobs_dir.is_dir()
-            else []
-        )
+        run = RunFolder(run_dir)
+        folders = [run.job(j) for j in job_ids] if job_ids is not None else run.job_folders()
+        dirs = [f.path for f in folders]
         signalled: list[str] = []
         handles: list[str] = []
         for job_dir in dirs:
-            if not (job_dir / "config.yaml").exists():
+            if not JobFolder(job_dir).config.exists():
                 raise RollcliError(f"no job '{job_dir.name}' in {run_dir}")
             state = read_state(job_dir)
             handle = (state.get("slurm") or {}).get("job_id")
             if state["status"] in TERMINAL or not handle:
                 continue
-            atomic_write_text(job_dir / CANCEL_FILE, "cancel requested\n")
+            atomic_write_text(JobFolder(job_dir).cancel_request, "cancel requested\n")
             handles.append(str(handle))
             signalled.append(job_dir.name)
         if handles:
@@ -471,7 +466,7 @@ class SlurmExecutor(BaseExecutor):
             _run(["scancel", *handles], self.sacct_timeout_s)
         for name in signalled:
             set_status(
-                jobs_dir / name,
+                run.job(name).path,
                 "cancelled",
                 only_from={"pending", "running"},
                 error_tail="cancelled",

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from rollcli.launch.api import Resources
+from rollcli.plan.resources import Resources
 
 __all__ = ["PlannedJob", "Plan", "build_plan", "job_id", "canonical_json", "HASH_EXCLUDED"]
 

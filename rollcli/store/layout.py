@@ -7,8 +7,9 @@
     .lock           held by the orchestrating ``rollcli run``
     jobs/<id>/      config.yaml  state.json  metrics.jsonl  checkpoints/  eval/  logs/
 
-Everything is written atomically (``rollcli.store.atomic``). Preparing a run is idempotent: a
-rerun keeps finished jobs, their metrics and checkpoints, and adds the jobs that are new.
+File names come from :mod:`rollcli.store.folders`. Everything is written atomically
+(``rollcli.store.atomic``). Preparing a run is idempotent: a rerun keeps finished jobs, their
+metrics and checkpoints, and adds the jobs that are new.
 """
 
 from __future__ import annotations
@@ -26,23 +27,19 @@ import yaml
 
 from rollcli.errors import StoreError
 from rollcli.store.atomic import atomic_write_json, atomic_write_text, read_json
+from rollcli.store.folders import RunFolder
 from rollcli.store.state import init_state, now, read_state
 
 __all__ = [
-    "MANIFEST",
-    "JOB_SUBDIRS",
     "job_dir",
     "prepare_run",
     "load_manifest",
-    "load_job_config",
     "find_job",
     "git_commit",
     "package_versions",
     "dump_yaml",
 ]
 
-MANIFEST = "manifest.json"
-JOB_SUBDIRS = ("checkpoints", "eval", "logs")
 PACKAGES = (
     "rollcli",
     "numpy",
@@ -65,7 +62,8 @@ def dump_yaml(data: Any) -> str:
 
 
 def job_dir(run_dir: str | os.PathLike[str], job_id: str) -> Path:
-    return Path(run_dir) / "jobs" / job_id
+    """The folder of job ``job_id`` of the run (``RunFolder(run_dir).job(job_id).path``)."""
+    return RunFolder(run_dir).job(job_id).path
 
 
 def git_commit() -> str | None:
@@ -113,7 +111,8 @@ def prepare_run(
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    previous = run_dir / MANIFEST
+    run = RunFolder(run_dir)
+    previous = run.manifest
     created = now()
     if previous.exists():
         try:
@@ -139,38 +138,27 @@ def prepare_run(
         "updated": now(),
     }
     for job in plan:
-        folder = job_dir(run_dir, job.id)
-        for sub in JOB_SUBDIRS:
-            (folder / sub).mkdir(parents=True, exist_ok=True)
+        folder = run.job(job.id).make()
         text = dump_yaml(job.config)
-        config_path = folder / "config.yaml"
-        stale = not config_path.exists() or config_path.read_text("utf-8") != text
-        if stale and read_state(folder)["status"] != "running":
-            atomic_write_text(config_path, text)
-        init_state(folder)
-    atomic_write_text(run_dir / "spec.yaml", dump_yaml(spec))
-    atomic_write_json(run_dir / MANIFEST, manifest)
+        stale = not folder.config.exists() or folder.config.read_text("utf-8") != text
+        if stale and read_state(folder.path)["status"] != "running":
+            atomic_write_text(folder.config, text)
+        init_state(folder.path)
+    atomic_write_text(run.spec, dump_yaml(spec))
+    atomic_write_json(run.manifest, manifest)
     return run_dir
 
 
 def load_manifest(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    path = Path(run_dir) / MANIFEST
+    path = RunFolder(run_dir).manifest
     if not path.exists():
         if not Path(run_dir).exists():
             raise StoreError(f"{run_dir}: no such run folder; start one with: rollcli run SPEC")
         raise StoreError(
-            f"{run_dir}: not a run folder (no {MANIFEST}); give runs/<experiment>, "
+            f"{run_dir}: not a run folder (no {path.name}); give runs/<experiment>, "
             "or start one with: rollcli run SPEC"
         )
     return read_json(path)  # type: ignore[no-any-return]
-
-
-def load_job_config(job_dir_: str | os.PathLike[str]) -> dict[str, Any]:
-    path = Path(job_dir_) / "config.yaml"
-    try:
-        return yaml.safe_load(path.read_text("utf-8"))  # type: ignore[no-any-return]
-    except FileNotFoundError:
-        raise StoreError(f"{path}: missing job config; rerun `rollcli run SPEC`") from None
 
 
 def find_job(manifest: dict[str, Any], query: str) -> str:

@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from rollcli.errors import LockHeldError
+from rollcli.store.folders import RunFolder
 from rollcli.store.state import now
 
-__all__ = ["LOCK_FILE", "RunLock", "lock_holder", "pid_alive"]
-
-LOCK_FILE = ".lock"
+__all__ = ["RunLock", "lock_holder", "pid_alive"]
 
 
 def pid_alive(pid: int) -> bool:
@@ -63,7 +62,7 @@ class RunLock:
 
     def __init__(self, run_dir: str | os.PathLike[str], command: str | None = None) -> None:
         self.run_dir = Path(run_dir)
-        self.path = self.run_dir / LOCK_FILE
+        self.path = RunFolder(self.run_dir).lock
         self.command = command or " ".join(sys.argv)
         self._fd: int | None = None
         self.took_over: dict[str, Any] | None = None
@@ -115,7 +114,7 @@ class RunLock:
 
 def lock_holder(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The live holder's info (pid, host, started, command), or None if nobody holds the lock."""
-    path = Path(run_dir) / LOCK_FILE
+    path = RunFolder(run_dir).lock
     if not path.exists():
         return None
     fd = os.open(path, os.O_RDONLY)

@@ -23,9 +23,9 @@ from typing import Any
 
 from rollcli.errors import StoreError
 from rollcli.store.atomic import atomic_write_json, read_json
+from rollcli.store.folders import JobFolder
 
 __all__ = [
-    "STATE_FILE",
     "TRANSITIONS",
     "now",
     "read_state",
@@ -34,7 +34,6 @@ __all__ = [
     "set_status",
 ]
 
-STATE_FILE = "state.json"
 TRANSITIONS: dict[str, frozenset[str]] = {
     "pending": frozenset({"running", "failed", "cancelled"}),
     "running": frozenset({"running", "done", "failed", "cancelled"}),
@@ -63,7 +62,7 @@ def _fresh() -> dict[str, Any]:
 
 def read_state(job_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """The job's state (a fresh pending state if the file does not exist yet)."""
-    path = Path(job_dir) / STATE_FILE
+    path = JobFolder(job_dir).state
     try:
         state = read_json(path)
     except FileNotFoundError:
@@ -78,7 +77,7 @@ def read_state(job_dir: str | os.PathLike[str]) -> dict[str, Any]:
 @contextlib.contextmanager
 def _locked(job_dir: Path) -> Iterator[None]:
     job_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(job_dir / ".state.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(JobFolder(job_dir).state_lock, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -90,8 +89,8 @@ def init_state(job_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """Create a pending state if the job has none; return the current state."""
     job_dir = Path(job_dir)
     with _locked(job_dir):
-        if not (job_dir / STATE_FILE).exists():
-            atomic_write_json(job_dir / STATE_FILE, _fresh())
+        if not JobFolder(job_dir).state.exists():
+            atomic_write_json(JobFolder(job_dir).state, _fresh())
         return read_state(job_dir)
 
 
@@ -100,7 +99,7 @@ def update_state(job_dir: str | os.PathLike[str], **changes: Any) -> dict[str, A
     job_dir = Path(job_dir)
     with _locked(job_dir):
         state = {**read_state(job_dir), **changes, "updated": now()}
-        atomic_write_json(job_dir / STATE_FILE, state)
+        atomic_write_json(JobFolder(job_dir).state, state)
         return state
 
 
@@ -142,5 +141,5 @@ def set_status(
         elif status in ("done", "failed", "cancelled"):
             state["finished"] = now()
         state["updated"] = now()
-        atomic_write_json(job_dir / STATE_FILE, state)
+        atomic_write_json(JobFolder(job_dir).state, state)
         return state

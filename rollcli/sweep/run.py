@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from rollcli.store.atomic import atomic_write_json
+from rollcli.store.folders import RunFolder
 from rollcli.sweep.plan import SweepPlan
-from rollcli.sweep.report import SWEEP_FILE
 
 __all__ = ["run_sweep"]
 
@@ -36,7 +36,7 @@ def run_sweep(
 
     def started(jobs: list[Any], skipped: list[str]) -> None:
         # inside the run lock, after the manifest and job folders are written
-        atomic_write_json(run_dir / SWEEP_FILE, sweep_plan.to_manifest())
+        atomic_write_json(RunFolder(run_dir).sweep, sweep_plan.to_manifest())
         if on_start is not None:
             on_start(jobs, skipped)
 

@@ -151,7 +151,7 @@ def test_twelve_job_sweep_is_one_array_with_parallelism_4(run_dir, executor):
 def test_requeued_job_resumes_with_exactly_the_metrics_of_an_uninterrupted_run(
     run_dir, executor, tmp_path
 ):
-    from rollcli.launch.entry import run_job
+    from rollcli.jobs.entry import run_job
 
     reference = write_job(tmp_path / "reference", "ref", steps=300, backend=SLOW_SIM)
     assert run_job(reference) == 0

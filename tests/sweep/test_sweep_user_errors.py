@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from rich.console import Console
 
+from rollcli.analysis.ablation import Ablation, PointResult, ablation_table
 from rollcli.analysis.curves import Bounded
 from rollcli.sweep.axes import parse_axis
-from rollcli.sweep.report import Ablation, PointResult, ablation_table
 
 
 def test_unparsable_axis_is_one_line():

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import rollcli.train.checkpoint as ckpt_mod
-from rollcli.train import list_checkpoints, load_latest_checkpoint, run_train_job, save_checkpoint
-
-from .train_jobs import write_job
+from rollcli.jobs.train import run_train_job
+from rollcli.testing.train_jobs import write_job
+from rollcli.train import list_checkpoints, load_latest_checkpoint, save_checkpoint
 
 
 def save(job: Path, step: int, **kw: object) -> Path:

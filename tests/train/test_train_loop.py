@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import json
-import sys
 import threading
-import types
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from rollcli.jobs.train import run_train_job
 from rollcli.store.atomic import read_jsonl
-from rollcli.train import run_train_job
+from rollcli.testing.train_jobs import ALL_KINDS, write_job
 from rollcli.train.loop import mean_group_variance
-
-from .train_jobs import ALL_KINDS, write_job
 
 STEP_KEYS = {
     "step", "cum_rollouts", "cum_tokens", "step_rollouts", "step_tokens", "wall_s",
@@ -105,28 +102,3 @@ def test_finished_job_is_not_rerun(tmp_path: Path) -> None:
     before = (job / "metrics.jsonl").read_bytes()
     run_train_job(job)
     assert (job / "metrics.jsonl").read_bytes() == before
-
-
-def test_verl_jobs_are_delegated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    job = write_job(tmp_path / "v", backend={"kind": "verl", "model": "x"})
-    calls = []
-    fake = types.ModuleType("rollcli.backends.verl")
-    fake.run_train_job = lambda job_dir, stop=None, callbacks=(): calls.append(  # type: ignore[attr-defined]
-        (job_dir, stop, tuple(callbacks))
-    )
-    monkeypatch.setitem(sys.modules, "rollcli.backends.verl", fake)
-    stop, callback = threading.Event(), print
-    run_train_job(job, stop=stop, callbacks=[callback])
-    assert calls == [(job, stop, (callback,))]
-    assert not (job / "metrics.jsonl").exists()
-
-
-def test_bad_configs_fail_clearly(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="no job config"):
-        run_train_job(tmp_path)
-    (tmp_path / "config.yaml").write_text("job: {seed: 0}\n")
-    with pytest.raises(ValueError, match="missing section 'backend'"):
-        run_train_job(tmp_path)
-    job = write_job(tmp_path / "b", steps=0)
-    with pytest.raises(ValueError, match="budget.steps"):
-        run_train_job(job)

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from rollcli.jobs.train import run_train_job
 from rollcli.store.atomic import read_jsonl
-from rollcli.train import run_train_job
-
-from .train_jobs import ALL_KINDS, write_job
+from rollcli.testing.train_jobs import ALL_KINDS, write_job
 
 
 def comparable(rows: list[dict]) -> list[dict]:
@@ -97,6 +96,6 @@ def test_resume_in_a_fresh_process_is_bit_exact(tmp_path: Path) -> None:
     job = write_job(tmp_path / "fresh", kind, steps=10, every=2)
     stop, callback = stop_after(4)
     run_train_job(job, stop=stop, callbacks=[callback])
-    code = "import sys; from rollcli.train import run_train_job; run_train_job(sys.argv[1])"
+    code = "import sys; from rollcli.jobs.train import run_train_job; run_train_job(sys.argv[1])"
     subprocess.run([sys.executable, "-c", code, str(job)], check=True, timeout=120)
     assert comparable(read_jsonl(job / "metrics.jsonl")) == comparable(expected)

@@ -1,9 +1,10 @@
 """The verl backend: rollcli's allocators inside verl's trainer (vLLM/FSDP/Ray; CPU for tests).
 
-Unlike sim and tiny, verl drives the step loop itself, so this backend is *trainer-driven*: a
-train job whose ``backend.kind`` is ``verl`` runs through :func:`run_train_job` (the generic
-``rollcli.train.run_train_job`` delegates to it), and :func:`create_verl_backend` refuses with a
-message that says so. Only this package imports verl, and only inside functions; importing it
+Unlike sim and tiny, verl's trainer owns the process structure (a Ray actor driving worker
+groups), so this backend is *trainer-driven*: a train job whose ``backend.kind`` is ``verl``
+runs through :func:`run_train_job` (``rollcli.jobs.train.run_train_job`` hands it the job, see
+``rollcli.backends.TRAINER_DRIVEN``), and :func:`create_verl_backend` refuses with a message
+that says so. Only this package imports verl, and only inside functions; importing it
 costs nothing (the spec imports :mod:`rollcli.backends.verl.config`). See docs/verl.md.
 """
 
@@ -29,18 +30,20 @@ def create_verl_backend(config: Mapping[str, Any], *, seed: int, job_dir: Any = 
     raise VerlTrainerDrivenError(
         "the verl backend is trainer-driven: verl's trainer runs the allocator's ask/tell loop, "
         "so it has no generate()/update() backend object. Run the job with "
-        "rollcli.backends.verl.run_train_job(job_dir) (rollcli run and rollcli.train do this "
-        "for backend.kind == 'verl')."
+        "rollcli.backends.verl.run_train_job(job_dir) (rollcli run and rollcli.jobs.train do "
+        "this for backend.kind == 'verl')."
     )
 
 
 def run_train_job(
     job_dir: str | Path,
     *,
+    job: Mapping[str, Any] | None = None,
     stop: threading.Event | None = None,
     callbacks: Sequence[Callable[[dict], None]] = (),
 ) -> None:
-    """Run or resume one verl train job (see :mod:`rollcli.backends.verl.runner`)."""
+    """Run or resume one verl train job (see :mod:`rollcli.backends.verl.runner`); ``job`` is
+    its config (read from the folder when not given)."""
     from rollcli.backends.verl.runner import run_train_job as _run
 
-    _run(job_dir, stop=stop, callbacks=callbacks)
+    _run(job_dir, job=job, stop=stop, callbacks=callbacks)

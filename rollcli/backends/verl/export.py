@@ -14,17 +14,23 @@ import shutil
 from pathlib import Path
 
 from rollcli.errors import RollcliError
+from rollcli.store.folders import JobFolder
 
-__all__ = ["ExportError", "checkpoint_steps", "export_hf"]
+__all__ = ["ExportError", "actor_dir", "checkpoint_steps", "export_hf"]
 
 
 class ExportError(RollcliError):
     """No checkpoint to export, or the merge failed."""
 
 
+def actor_dir(job_dir: str | Path, step: int) -> Path:
+    """verl's actor checkpoint of ``step``: ``<job>/checkpoints/global_step_<step>/actor``."""
+    return JobFolder(job_dir).checkpoints / f"global_step_{step}" / "actor"
+
+
 def checkpoint_steps(job_dir: str | Path) -> list[int]:
     """Steps that have an actor checkpoint, ascending."""
-    root = Path(job_dir) / "checkpoints"
+    root = JobFolder(job_dir).checkpoints
     steps = []
     for folder in root.glob("global_step_*"):
         match = re.fullmatch(r"global_step_(\d+)", folder.name)
@@ -44,7 +50,7 @@ def export_hf(job_dir: str | Path, out_dir: str | Path, *, step: int | None = No
         step = steps[-1]
     elif step not in steps:
         raise ExportError(f"{job_dir} has no checkpoint of step {step}; it has {steps}")
-    actor = Path(job_dir) / "checkpoints" / f"global_step_{step}" / "actor"
+    actor = actor_dir(job_dir, step)
     from verl.model_merger.base_model_merger import ModelMergerConfig
     from verl.model_merger.fsdp_model_merger import FSDPModelMerger
 

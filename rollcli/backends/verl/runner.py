@@ -1,7 +1,7 @@
 """The verl train job: prepare inputs, compile overrides, launch verl's trainer, relay metrics.
 
-:func:`run_train_job` is what ``rollcli.train.run_train_job`` delegates to when
-``backend.kind == "verl"``: it reads the job's ``config.yaml`` (CONTRACTS §3), writes the data
+:func:`run_train_job` is what ``rollcli.jobs.train.run_train_job`` hands a job to when
+``backend.kind == "verl"``: with the job's config (CONTRACTS §3), it writes the data
 parquets (and, for ``model: tiny``, a tiny model) under ``<job>/verl/``, compiles the verl
 overrides (kept in ``<job>/verl/overrides.json``), drops metrics rows newer than the last verl
 checkpoint, and runs ``verl.trainer.main_ppo.run_ppo`` with :class:`RollcliTaskRunner`, whose
@@ -27,6 +27,7 @@ from rollcli.backends.verl.overrides import (
 )
 from rollcli.errors import RollcliError
 from rollcli.store.atomic import atomic_write_json, read_jsonl, rewrite_jsonl
+from rollcli.store.folders import JobFolder
 
 __all__ = [
     "run_train_job",
@@ -37,19 +38,20 @@ __all__ = [
     "init_cpu_ray",
 ]
 
-STOP_FILE = "verl/STOP"
 _TINY_TEXTS = 2000
 
 
-def load_job(job_dir: Path) -> dict[str, Any]:
-    import yaml
+def stop_file(job_dir: Path) -> Path:
+    """Created to ask the trainer (in its Ray actor) to checkpoint and return."""
+    return JobFolder(job_dir).verl / "STOP"
 
-    path = job_dir / "config.yaml"
-    if not path.is_file():
-        raise RollcliError(f"{path} does not exist: is {job_dir} a rollcli job folder?")
-    job = yaml.safe_load(path.read_text("utf-8"))
+
+def load_job(job_dir: Path, job: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The job's config (read from its folder unless given), checked to be a verl job."""
+    folder = JobFolder(job_dir)
+    job = dict(job) if job is not None else folder.read_config()
     if (job.get("backend") or {}).get("kind") != "verl":
-        raise RollcliError(f"{path}: backend.kind is not 'verl'")
+        raise RollcliError(f"{folder.config}: backend.kind is not 'verl'")
     return job
 
 
@@ -64,7 +66,7 @@ def prepare_inputs(job_dir: Path, job: Mapping[str, Any], backend: VerlConfig) -
     """Write ``<job>/verl/data/{train,val}.parquet`` and the tiny model if needed (idempotent)."""
     from rollcli.backends.verl.data import load_records, prepare_dataset, prepare_eval_suite
 
-    root = job_dir / "verl"
+    root = JobFolder(job_dir).verl
     train = root / "data" / "train.parquet"
     val = root / "data" / "val.parquet"
     if not train.is_file():
@@ -93,7 +95,7 @@ def prepare_inputs(job_dir: Path, job: Mapping[str, Any], backend: VerlConfig) -
         tokenizer=backend.tokenizer,
         train_files=str(train),
         val_files=str(val),
-        checkpoints=str(job_dir / "checkpoints"),
+        checkpoints=str(JobFolder(job_dir).checkpoints),
     )
 
 
@@ -118,14 +120,14 @@ def compose_config(lines: Sequence[str]) -> Any:
 
 
 def _latest_checkpoint(job_dir: Path) -> int:
-    tracker = job_dir / "checkpoints" / "latest_checkpointed_iteration.txt"
+    tracker = JobFolder(job_dir).checkpoints / "latest_checkpointed_iteration.txt"
     return int(tracker.read_text().strip()) if tracker.is_file() else 0
 
 
 def _trim_metrics(job_dir: Path) -> int:
     """Keep the metrics rows the checkpoint covers; returns how many remain."""
     latest = _latest_checkpoint(job_dir)
-    path = job_dir / "metrics.jsonl"
+    path = JobFolder(job_dir).metrics
     rows = [r for r in read_jsonl(path) if latest > 0 and int(r["step"]) <= latest]
     if path.exists():
         rewrite_jsonl(path, rows)
@@ -141,7 +143,7 @@ class _Relay(threading.Thread):
         self.done = threading.Event()
 
     def deliver(self) -> None:
-        rows = read_jsonl(self.job_dir / "metrics.jsonl")
+        rows = read_jsonl(JobFolder(self.job_dir).metrics)
         for row in rows[self.seen :]:
             for callback in self.callbacks:
                 callback(row)
@@ -150,9 +152,9 @@ class _Relay(threading.Thread):
     def run(self) -> None:
         while not self.done.wait(0.5):
             if self.stop is not None and self.stop.is_set():
-                stop_file = self.job_dir / STOP_FILE
-                stop_file.parent.mkdir(parents=True, exist_ok=True)
-                stop_file.touch()
+                path = stop_file(self.job_dir)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.touch()
             self.deliver()
 
 
@@ -208,18 +210,19 @@ def init_cpu_ray(num_cpus: int = 8) -> None:
 def run_train_job(
     job_dir: str | Path,
     *,
+    job: Mapping[str, Any] | None = None,
     stop: threading.Event | None = None,
     callbacks: Sequence[Callable[[dict], None]] = (),
 ) -> None:
     """Run (or resume) one verl train job to ``budget.steps``; see the module docstring."""
     job_dir = Path(job_dir).resolve()
-    job = load_job(job_dir)
+    job = load_job(job_dir, job)
     backend = verl_config_from_mapping(job["backend"])
     _set_environment(backend)  # before verl is imported: its plugins read the environment
     paths = prepare_inputs(job_dir, job, backend)
     lines = job_overrides(job_dir, job, paths)
-    atomic_write_json(job_dir / "verl" / "overrides.json", lines)
-    (job_dir / STOP_FILE).unlink(missing_ok=True)
+    atomic_write_json(JobFolder(job_dir).verl / "overrides.json", lines)
+    stop_file(job_dir).unlink(missing_ok=True)
     seen = _trim_metrics(job_dir)
     config = compose_config(lines)
     _wait_for_devices(int(config.trainer.nnodes) * int(config.trainer.n_gpus_per_node))
@@ -235,4 +238,4 @@ def run_train_job(
         relay.done.set()
         relay.join()
         relay.deliver()
-        (job_dir / STOP_FILE).unlink(missing_ok=True)
+        stop_file(job_dir).unlink(missing_ok=True)

@@ -48,11 +48,11 @@ from rollcli.backends.verl.advantages import (
 from rollcli.backends.verl.evaluation import evaluate_suite
 from rollcli.backends.verl.overrides import verl_config_from_mapping
 from rollcli.backends.verl.rollouts import RolloutStore, pad_for_training
+from rollcli.backends.verl.runner import stop_file
 from rollcli.store.atomic import append_jsonl, atomic_write_json, read_json
+from rollcli.store.folders import JobFolder
 
-__all__ = ["RollcliPPOTrainer", "STOP_FILE"]
-
-STOP_FILE = "verl/STOP"
+__all__ = ["RollcliPPOTrainer"]
 
 
 class RollcliPPOTrainer(RayPPOTrainer):
@@ -106,7 +106,7 @@ class RollcliPPOTrainer(RayPPOTrainer):
             if test_freq > 0 and (step % test_freq == 0 or step == total):
                 row.update(self._timed_eval(step))
             self._emit(row, tracker)
-            stop = (self.job_dir / STOP_FILE).exists()
+            stop = stop_file(self.job_dir).exists()
             if (save_freq > 0 and (step % save_freq == 0 or step == total)) or stop:
                 self._save_checkpoint()
             if stop:
@@ -114,7 +114,7 @@ class RollcliPPOTrainer(RayPPOTrainer):
                 return
 
     def _emit(self, row: dict[str, Any], tracker: Any) -> None:
-        append_jsonl(self.job_dir / "metrics.jsonl", [row])
+        append_jsonl(JobFolder(self.job_dir).metrics, [row])
         tracker.log(data={k: v for k, v in row.items() if k != "step"}, step=row["step"])
 
     def _timed_eval(self, step: int) -> dict[str, Any]:
@@ -159,7 +159,7 @@ class RollcliPPOTrainer(RayPPOTrainer):
         self.wall_s += step_s
         if self.backend_config.trace_groups:
             append_jsonl(
-                self.job_dir / "verl" / "trace.jsonl",
+                JobFolder(self.job_dir).verl / "trace.jsonl",
                 [
                     {
                         "step": step,

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rollcli.jobs.train import run_train_job
 from rollcli.store.atomic import read_jsonl
-from rollcli.train import run_train_job
 
 from .conftest import learning_micro_config, micro_config
 
@@ -74,7 +74,7 @@ def test_resume_after_sigkill_is_bit_exact(
     # run must drop the orphan row and redo the step
     code = (
         "import os, signal, sys\n"
-        "from rollcli.train import run_train_job\n"
+        "from rollcli.jobs.train import run_train_job\n"
         "def cb(row):\n"
         f"    if row['step'] == {KILL_AT}: os.kill(os.getpid(), signal.SIGKILL)\n"
         "run_train_job(sys.argv[1], callbacks=[cb])\n"

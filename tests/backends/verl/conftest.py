@@ -1,6 +1,7 @@
 """Shared checks of a verl job folder traced with ``trace_groups``: asks, groups, trained rows.
 
-Exposed as fixtures (the suite imports test modules with ``--import-mode=importlib``).
+Exposed as fixtures (the suite imports test modules with ``--import-mode=importlib``), with
+the tiny Hugging Face model the eval-job tests load.
 """
 
 from __future__ import annotations
@@ -58,3 +59,13 @@ def trace():
 def check_consistency():
     """``check_consistency(job_dir)``: assert asks, groups and trained rows agree; the metrics."""
     return _check_consistency
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A tiny Hugging Face chat model saved in a folder (the eval job's checkpoints)."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("tokenizers")
+    from rollcli.testing.hf_model import build_tiny_hf_model
+
+    return build_tiny_hf_model(tmp_path_factory.mktemp("tiny-model"))

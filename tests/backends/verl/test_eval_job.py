@@ -1,4 +1,4 @@
-"""Eval jobs (``rollcli.eval.run_eval_job``): checkpoints of a verl train job evaluated one by one.
+"""Eval jobs (``rollcli.backends.verl.eval_job.run_eval_job``): checkpoints of a verl train job evaluated one by one.
 
 The train job is a folder laid out as verl writes it (``checkpoints/global_step_<N>/actor``,
 ``metrics.jsonl``). Checkpoints either carry the full model in ``actor/huggingface`` (verl's
@@ -88,7 +88,7 @@ def _make_run(tmp: Path, *, suite, samples, steps=(1, 2), hf_weights=True, **eva
 @pytest.fixture
 def scripted(monkeypatch):
     """Route the job's engine to StepEngine; returns the hook setter list."""
-    import rollcli.eval.job as job_module
+    import rollcli.backends.verl.eval_job as job_module
 
     StepEngine.created = []
     hooks: list = []
@@ -102,7 +102,7 @@ def scripted(monkeypatch):
 
 
 def test_rows_per_checkpoint_and_macro_average(tmp_path: Path, scripted):
-    from rollcli.eval import run_eval_job
+    from rollcli.backends.verl.eval_job import run_eval_job
 
     job = _make_run(
         tmp_path, suite=("math500", "gsm8k"), samples={"math500": 2, "gsm8k": 1}, limit=3
@@ -123,7 +123,7 @@ def test_rows_per_checkpoint_and_macro_average(tmp_path: Path, scripted):
 
 
 def test_resume_recomputes_only_missing_checkpoint(tmp_path: Path, scripted):
-    from rollcli.eval import run_eval_job
+    from rollcli.backends.verl.eval_job import run_eval_job
 
     job = _make_run(tmp_path, suite=("math500",), samples=1, limit=3)
     run_eval_job(job)
@@ -141,7 +141,7 @@ def test_resume_recomputes_only_missing_checkpoint(tmp_path: Path, scripted):
 
 
 def test_stop_between_benchmarks_then_resume(tmp_path: Path, scripted):
-    from rollcli.eval import run_eval_job
+    from rollcli.backends.verl.eval_job import run_eval_job
 
     job = _make_run(tmp_path, suite=("math500", "gsm8k"), samples=1, limit=3)
     stop = threading.Event()
@@ -159,7 +159,7 @@ def test_stop_between_benchmarks_then_resume(tmp_path: Path, scripted):
 
 def test_shard_only_checkpoints_are_exported_then_removed(tmp_path: Path, scripted, monkeypatch):
     import rollcli.backends.verl.export as export
-    from rollcli.eval import run_eval_job
+    from rollcli.backends.verl.eval_job import run_eval_job
 
     exported = []
 
@@ -183,8 +183,7 @@ def test_shard_only_checkpoints_are_exported_then_removed(tmp_path: Path, script
 
 
 def test_config_errors_are_clear(tmp_path: Path):
-    from rollcli.eval import run_eval_job
-    from rollcli.eval.job import EvalJobError
+    from rollcli.backends.verl.eval_job import EvalJobError, run_eval_job
 
     job = _make_run(tmp_path, suite=("math500",), samples=1, steps=())
     with pytest.raises(EvalJobError, match="no verl checkpoint"):
@@ -196,11 +195,11 @@ def test_config_errors_are_clear(tmp_path: Path):
 
 @pytest.mark.slow
 def test_end_to_end_tiny_model_through_the_job_entry(tmp_path: Path, tiny_model_dir: Path):
-    """A real transformers engine on a tiny Qwen2, through ``python -m rollcli.launch.entry``'s
+    """A real transformers engine on a tiny Qwen2, through ``python -m rollcli.jobs.entry``'s
     ``run_job``; then one checkpoint's results are deleted and only that one is recomputed."""
     import rollcli.eval.engines as engines
-    from rollcli.eval import run_eval_job
-    from rollcli.launch.entry import run_job
+    from rollcli.backends.verl.eval_job import run_eval_job
+    from rollcli.jobs.entry import run_job
     from rollcli.store.state import read_state
 
     job = _make_run(tmp_path, suite=("math500",), samples=2, limit=3, temperature=0.7)

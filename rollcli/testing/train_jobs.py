@@ -1,4 +1,8 @@
-"""Job folders for the train-loop tests (imported by them as ``train_jobs``): a small sim pool and a small config per allocator kind."""
+"""Train job folders for tests: a small sim pool and a small config of every allocator kind.
+
+``write_job(folder, kind, steps=..., ...)`` writes a ``config.yaml`` that ``rollcli.jobs.train``
+runs in a second or so; the train, jobs and row-contract tests share it.
+"""
 
 from __future__ import annotations
 

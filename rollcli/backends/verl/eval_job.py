@@ -1,8 +1,9 @@
 """Eval jobs of a plan: evaluate every checkpoint a verl train job wrote, resumably.
 
 A spec with ``eval: {jobs: true}`` (verl backend) gets one eval job per train job; the plan makes
-it depend on its train job and puts the train job's id in ``job.train_job``.
-:func:`run_eval_job` then, for each ``<run>/jobs/<train>/checkpoints/global_step_<N>/actor``, in
+it depend on its train job and puts the train job's id in ``job.train_job``. It lives with the
+verl backend because what it reads is verl's checkpoint format; it evaluates with
+:mod:`rollcli.eval` (``rollcli.jobs.eval`` starts it). :func:`run_eval_job` then, for each ``<run>/jobs/<train>/checkpoints/global_step_<N>/actor``, in
 step order:
 
 1. finds a Hugging Face folder for it: ``actor/huggingface`` when verl saved the full model there
@@ -36,6 +37,7 @@ from typing import Any
 
 from rollcli.errors import RollcliError
 from rollcli.store.atomic import atomic_write_json, read_json, read_jsonl, rewrite_jsonl
+from rollcli.store.folders import JobFolder
 
 __all__ = [
     "EvalJobError",
@@ -45,7 +47,7 @@ __all__ = [
     "run_eval_job",
 ]
 
-METRICS_FILE, STEP_SUMMARY = "metrics.jsonl", "summary.json"
+STEP_SUMMARY = "summary.json"
 _WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin", "model*.safetensors.index.json")
 
 
@@ -110,12 +112,12 @@ def _has_weights(folder: Path) -> bool:
 def checkpoint_models(train_dir: str | Path) -> dict[int, Path | None]:
     """Each checkpointed step -> its ready Hugging Face folder (``actor/huggingface`` with the
     weights), or None when the FSDP shards must be merged first."""
-    from rollcli.backends.verl.export import checkpoint_steps
+    from rollcli.backends.verl.export import actor_dir, checkpoint_steps
 
     train_dir = Path(train_dir)
     models: dict[int, Path | None] = {}
     for step in checkpoint_steps(train_dir):
-        hf = train_dir / "checkpoints" / f"global_step_{step}" / "actor" / "huggingface"
+        hf = actor_dir(train_dir, step) / "huggingface"
         models[step] = hf if _has_weights(hf) else None
     return models
 
@@ -163,7 +165,7 @@ class _LazyEngine:
 
 def _train_rows(train_dir: Path) -> dict[int, dict[str, Any]]:
     rows: dict[int, dict[str, Any]] = {}
-    for row in read_jsonl(train_dir / METRICS_FILE):
+    for row in read_jsonl(JobFolder(train_dir).metrics):
         if "step" in row:
             rows[int(row["step"])] = row  # a resumed train job may repeat a step: the last wins
     return rows
@@ -184,7 +186,7 @@ def _metrics_row(step: int, summary: Mapping[str, Any], train_row: Mapping[str, 
 
 
 def _store_row(job_dir: Path, row: dict[str, Any]) -> None:
-    path = job_dir / METRICS_FILE
+    path = JobFolder(job_dir).metrics
     rows = {int(r["step"]): r for r in read_jsonl(path) if "step" in r}
     if rows.get(row["step"]) == row:
         return
@@ -215,7 +217,7 @@ def _evaluate_step(
     from rollcli.eval.metrics import macro_average
     from rollcli.eval.runner import EvalSettings, evaluate
 
-    step_dir = job_dir / "eval" / str(step)
+    step_dir = JobFolder(job_dir).eval / str(step)
     engine = _LazyEngine(_engine_factory(engine_kind, model, settings))
     results: dict[str, dict[str, Any]] = {}
     try:
@@ -255,15 +257,21 @@ def _evaluate_step(
     return summary
 
 
-def run_eval_job(job_dir: str | Path, *, stop: threading.Event | None = None) -> None:
-    """Evaluate every checkpoint of the eval job's train job (see the module docstring)."""
+def run_eval_job(
+    job_dir: str | Path,
+    *,
+    config: Mapping[str, Any] | None = None,
+    stop: threading.Event | None = None,
+) -> None:
+    """Evaluate every checkpoint of the eval job's train job (see the module docstring);
+    ``config`` is the job's config (read from its folder when not given)."""
     from rollcli.eval.runner import EvalSettings, load_suite
-    from rollcli.store.layout import load_job_config
 
-    job_dir = Path(job_dir)
+    folder = JobFolder(job_dir)
+    job_dir = folder.path
     stop = stop or threading.Event()
-    settings = EvalJobSettings.from_config(load_job_config(job_dir))
-    train_dir = job_dir.parent / settings.train_job
+    settings = EvalJobSettings.from_config(config if config is not None else folder.read_config())
+    train_dir = folder.sibling(settings.train_job).path
     if not train_dir.is_dir():
         raise EvalJobError(f"train job folder {train_dir} does not exist")
     models = checkpoint_models(train_dir)
@@ -277,7 +285,7 @@ def run_eval_job(job_dir: str | Path, *, stop: threading.Event | None = None) ->
     for step, ready in sorted(models.items()):
         if stop.is_set():
             return
-        summary_path = job_dir / "eval" / str(step) / STEP_SUMMARY
+        summary_path = folder.eval / str(step) / STEP_SUMMARY
         if summary_path.is_file():
             summary = read_json(summary_path)
         else:

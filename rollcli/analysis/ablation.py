@@ -2,7 +2,7 @@
 
 Each point is analysed exactly like a single experiment (``rollcli.analysis.analyze_run`` on the
 point's own jobs: its baseline, its target), so a sweep's numbers mean what `rollcli report`'s
-mean. Outputs under ``<run>/report/``: ``ablation.{md,csv,json}``, a speedup-vs-axis plot per
+mean (``rollcli.jobs.report.write_sweep_report`` runs it). Outputs under ``<run>/report/``: ``ablation.{md,csv,json}``, a speedup-vs-axis plot per
 swept axis (PNG and SVG), and a heatmap when the sweep has two grid axes.
 """
 
@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from rollcli.store.atomic import atomic_write_json, atomic_write_text, read_json
+from rollcli.store.folders import RunFolder
 
 __all__ = ["PointResult", "Ablation", "analyze_sweep", "write_ablation", "ablation_table"]
-
-SWEEP_FILE = "sweep.json"
 
 
 @dataclass
@@ -55,12 +54,12 @@ class Ablation:
 
 
 def load_sweep_manifest(run_dir: str | Path) -> dict[str, Any]:
-    path = Path(run_dir) / SWEEP_FILE
+    path = RunFolder(run_dir).sweep
     if not path.exists():
         from rollcli.errors import StoreError
 
         raise StoreError(
-            f"{run_dir} is not a sweep run folder (no {SWEEP_FILE}); run: rollcli sweep FILE"
+            f"{run_dir} is not a sweep run folder (no {path.name}); run: rollcli sweep FILE"
         )
     return read_json(path)
 
@@ -267,7 +266,7 @@ def write_ablation(ablation: Ablation, out_dir: str | Path, *, plots: bool = Tru
     atomic_write_text(files[1], _csv(ablation))
     atomic_write_json(files[2], _json(ablation))
     if plots and ablation.results:
-        from rollcli.sweep.plots import write_ablation_plots
+        from rollcli.analysis.ablation_plots import write_ablation_plots
 
         files += write_ablation_plots(ablation, out_dir)
     return files

@@ -1,4 +1,4 @@
-"""``rollcli.launch.entry.run_job``: state transitions, stop event, failures."""
+"""``rollcli.jobs.entry.run_job``: state transitions, stop event, failures, late signals."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 
 import yaml
 
-from rollcli.launch.entry import main, run_job
+from rollcli.jobs.entry import main, run_job
 from rollcli.plan import build_plan
 from rollcli.spec import load_spec
 from rollcli.store.atomic import read_jsonl
@@ -69,3 +69,28 @@ def test_failure_records_the_error_tail(tmp_path, capsys):
 
 def test_main_usage():
     assert main([]) == 2
+
+
+LATE_SIGNAL = """
+import os, signal, sys
+import rollcli.jobs.entry as entry
+real = entry.set_status
+
+def set_status(job_dir, status, **changes):
+    if status in ("done", "cancelled"):  # a second SIGTERM right before the final record
+        os.kill(os.getpid(), signal.SIGTERM)
+    return real(job_dir, status, **changes)
+
+entry.set_status = set_status
+sys.exit(entry.main([sys.argv[1]]))
+"""
+
+
+def test_a_late_sigterm_does_not_kill_the_job_before_its_final_state(tmp_path):
+    import subprocess
+    import sys
+
+    folder = _train_dir(tmp_path)
+    proc = subprocess.run([sys.executable, "-c", LATE_SIGNAL, str(folder)], capture_output=True)
+    assert proc.returncode == 0, proc.stderr.decode()  # not -15: the handler was still in place
+    assert read_state(folder)["status"] in ("done", "cancelled")

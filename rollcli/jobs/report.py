@@ -1,0 +1,41 @@
+"""Report jobs: the rollouts-to-target report of a run, and the ablation report of a sweep.
+
+A plan's report job runs after every train and eval job and writes ``<run>/report/``
+(:func:`rollcli.analysis.write_report`). A sweep's run folder gets its ablation report instead
+(:func:`write_sweep_report`): its points reuse allocator names, so one speedup table would mix
+them.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from rollcli.jobs.config import JobConfig
+from rollcli.store.folders import JobFolder, RunFolder
+
+__all__ = ["run", "write_sweep_report"]
+
+
+def run(folder: JobFolder, config: JobConfig, stop: threading.Event) -> None:
+    """The entry point's report runner: the report of the run the job belongs to."""
+    from rollcli.analysis import write_report
+
+    run_dir = folder.run
+    if run_dir.is_sweep:
+        _, files = write_sweep_report(run_dir.path)
+    else:
+        files = list(getattr(write_report(run_dir.path), "files", []))
+    for path in files:
+        print(f"wrote {path}")
+
+
+def write_sweep_report(run_dir: str | os.PathLike[str], *, plots: bool = True) -> tuple[Any, list]:
+    """Analyse a sweep's run folder and write its ablation files to ``<run>/report/``;
+    returns the ablation and the files written."""
+    from rollcli.analysis.ablation import analyze_sweep, write_ablation
+
+    run = RunFolder(run_dir)
+    ablation = analyze_sweep(run.path)
+    return ablation, write_ablation(ablation, run.report, plots=plots)
