@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from rollcli.train.job import create_job_loop  # noqa: E402
+from rollcli.jobs.train import create_job_loop  # noqa: E402
 
 BUDGET = 4096
 STEPS = 200

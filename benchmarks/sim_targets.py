@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from rollcli.analysis.stats import SeedCurves, bootstrap_speedups, crossings
-from rollcli.train.job import create_job_loop
+from rollcli.jobs.train import create_job_loop
 
 ROOT = Path(__file__).resolve().parents[1]
 # the code a run's result depends on: a cached run is reused only while these are unchanged

@@ -9,6 +9,7 @@ executors know no RL, the plan needs no executor, allocators and the store stand
 from __future__ import annotations
 
 import ast
+import importlib.util
 from collections import defaultdict
 from pathlib import Path
 
@@ -138,3 +139,24 @@ def test_the_checker_sees_type_checking_and_lazy_imports():
     )
     assert _imports(ast.parse(code)) == ["typing", "rollcli.jobs", "rollcli", "rollcli.store"]
     assert _cycle({"a": {"b": ["x"]}, "b": {"a": ["y"]}}) == ["a", "b", "a"]
+
+
+def test_benchmarks_and_scripts_import_names_that_exist():
+    """Modules move (this layout changed under them once): every ``from rollcli.x import y`` of
+    the benchmarks and scripts names a module and an attribute that exist."""
+
+    missing = []
+    for path in sorted((ROOT.parent / "benchmarks").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rollcli"):
+                module = importlib.import_module(node.module)
+                missing += [
+                    f"{path.name}: {node.module}.{alias.name}"
+                    for alias in node.names
+                    if not hasattr(module, alias.name)
+                    and not (
+                        hasattr(module, "__path__")  # a package: the name may be a submodule
+                        and importlib.util.find_spec(f"{node.module}.{alias.name}") is not None
+                    )
+                ]
+    assert not missing, missing
