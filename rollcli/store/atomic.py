@@ -21,6 +21,7 @@ __all__ = [
     "read_json",
     "append_jsonl",
     "read_jsonl",
+    "read_jsonl_lenient",
     "rewrite_jsonl",
 ]
 
@@ -120,6 +121,31 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         if line.strip():
             rows.append(json.loads(line))
     return rows
+
+
+def read_jsonl_lenient(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Rows of a JSONL file that parse as JSON objects, and one ``file:line: why`` per line that
+    does not (a torn last line included). For readers that must survive a damaged file."""
+    path = Path(path)
+    if not path.exists():
+        return [], []
+    rows, problems = [], []
+    data = path.read_bytes()
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            row = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as error:
+            torn = number == data.count(b"\n") + 1
+            why = "torn last line" if torn else f"not JSON ({str(error)[:60]})"
+            problems.append(f"{path}:{number}: {why}")
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+        else:
+            problems.append(f"{path}:{number}: a {type(row).__name__}, not an object")
+    return rows, problems
 
 
 def rewrite_jsonl(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]) -> None:

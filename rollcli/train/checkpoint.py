@@ -1,19 +1,23 @@
 """Train-loop checkpoints: loop, allocator and backend state, written atomically, last N kept.
 
 A checkpoint is one folder ``checkpoints/step_00000012/`` holding ``loop.json`` (loop counters
-and the allocator's JSON state, human-readable) and ``backend.pkl`` (whatever the backend's
-``state_dict()`` returns: numpy arrays for sim, tensors for tiny). It is assembled in a hidden
-temporary folder and renamed into place, so a crash at any instant leaves either the complete
-checkpoint or none; readers only ever see complete ones. Pickles are read back with an
-unpickler that only resolves numpy, torch and builtin container types: these files are ours,
-but a checkpoint folder copied from elsewhere should not be able to run code.
+and the allocator's JSON state, human-readable) and ``backend.json`` + ``backend.npz`` (whatever
+the backend's ``state_dict()`` returns, in :mod:`rollcli.store.datafile`'s data-only format:
+JSON structure, numpy arrays read with ``allow_pickle=False``, tensors stored as arrays). No
+file of a checkpoint is a pickle, so a checkpoint folder copied from elsewhere (run folders live
+on shared cluster file systems) cannot run code when a job resumes from it. Pickled checkpoints
+of older versions (``backend.pkl``) are not read: such a job starts over, with a warning.
+
+It is assembled in a hidden temporary folder and renamed into place, so a crash at any instant
+leaves either the complete checkpoint or none, and older ones are pruned only after the new
+one is complete. A checkpoint that is torn anyway (a truncated file on a failing disk, a partial
+copy) is skipped with a one-line warning and the previous one is used.
 """
 
 from __future__ import annotations
 
-import io
+import logging
 import os
-import pickle
 import re
 import shutil
 import tempfile
@@ -22,7 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rollcli.store.atomic import atomic_write_bytes, atomic_write_json, read_json
+from rollcli.store.atomic import atomic_write_json, read_json
+from rollcli.store.datafile import DataFileError, load_data, save_data
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "Checkpoint",
@@ -33,25 +40,8 @@ __all__ = [
 ]
 
 CHECKPOINT_DIR = "checkpoints"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 1: backend.pkl (pickle; no longer read)
 _NAME = re.compile(r"^step_(\d{8})$")
-_SAFE_MODULES = ("numpy", "torch", "collections", "_codecs", "copyreg")
-_SAFE_BUILTINS = {
-    "dict",
-    "list",
-    "tuple",
-    "set",
-    "frozenset",
-    "int",
-    "float",
-    "complex",
-    "bool",
-    "str",
-    "bytes",
-    "bytearray",
-    "slice",
-    "range",
-}
 
 
 @dataclass(frozen=True)
@@ -63,14 +53,6 @@ class Checkpoint:
     allocator: dict[str, Any]
     backend: Any
     path: Path
-
-
-class _RestrictedUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        top = module.split(".")[0]
-        if top in _SAFE_MODULES or (module == "builtins" and name in _SAFE_BUILTINS):
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"checkpoint refers to {module}.{name}, which is not allowed")
 
 
 def _step_dir(root: Path, step: int) -> Path:
@@ -85,7 +67,7 @@ def list_checkpoints(job_dir: str | os.PathLike[str]) -> list[tuple[int, Path]]:
     found = []
     for child in root.iterdir():
         match = _NAME.match(child.name)
-        if match and (child / "loop.json").is_file() and (child / "backend.pkl").is_file():
+        if match and (child / "loop.json").is_file():
             found.append((int(match.group(1)), child))
     return sorted(found)
 
@@ -107,7 +89,7 @@ def save_checkpoint(
     final = _step_dir(root, step)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=root))
     try:
-        atomic_write_bytes(tmp / "backend.pkl", pickle.dumps(backend, protocol=5))
+        save_data(tmp, "backend", backend)
         atomic_write_json(
             tmp / "loop.json",
             {"format": FORMAT_VERSION, "step": step, "loop": dict(loop), "allocator": allocator},
@@ -126,23 +108,34 @@ def save_checkpoint(
     return final
 
 
+def load_checkpoint(path: Path) -> Checkpoint:
+    """Read one checkpoint folder; raises :class:`DataFileError` when it is torn or foreign."""
+    try:
+        meta = read_json(path / "loop.json")
+    except (OSError, ValueError, RecursionError) as error:
+        raise DataFileError(f"{path / 'loop.json'}: unreadable ({error})") from error
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT_VERSION:
+        version = meta.get("format") if isinstance(meta, dict) else None
+        raise DataFileError(f"{path}: checkpoint format {version!r} is not {FORMAT_VERSION}")
+    try:
+        step, loop, allocator = int(meta["step"]), dict(meta["loop"]), dict(meta["allocator"])
+    except (KeyError, TypeError, ValueError) as error:
+        raise DataFileError(f"{path / 'loop.json'}: malformed ({error})") from error
+    return Checkpoint(step, loop, allocator, load_data(path, "backend"), path)
+
+
 def load_latest_checkpoint(job_dir: str | os.PathLike[str]) -> Checkpoint | None:
-    """The newest complete checkpoint, or None when the job has none."""
-    found = list_checkpoints(job_dir)
-    if not found:
-        return None
-    step, path = found[-1]
-    meta = read_json(path / "loop.json")
-    if meta.get("format") != FORMAT_VERSION:
-        raise ValueError(f"{path}: unknown checkpoint format {meta.get('format')!r}")
-    backend = _RestrictedUnpickler(io.BytesIO((path / "backend.pkl").read_bytes())).load()
-    return Checkpoint(
-        step=int(meta["step"]),
-        loop=meta["loop"],
-        allocator=meta["allocator"],
-        backend=backend,
-        path=path,
-    )
+    """The newest checkpoint that reads back whole, or None when the job has none.
+
+    A torn or foreign newest checkpoint is skipped with a one-line warning (it is left on disk
+    for inspection and replaced by the next save); the previous complete one is used.
+    """
+    for _, path in reversed(list_checkpoints(job_dir)):
+        try:
+            return load_checkpoint(path)
+        except DataFileError as error:
+            log.warning("skipping checkpoint %s: %s", path, error)
+    return None
 
 
 def _fsync_dir(path: Path) -> None:

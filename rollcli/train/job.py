@@ -9,12 +9,14 @@ every ``checkpoint_every`` steps, at the end, and when ``stop`` is set (then ret
 
 from __future__ import annotations
 
+import logging
 import os
+import shutil
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rollcli.store.atomic import append_jsonl, read_jsonl, rewrite_jsonl
+from rollcli.store.atomic import append_jsonl, read_jsonl_lenient, rewrite_jsonl
 from rollcli.store.folders import JobFolder
 from rollcli.train.checkpoint import load_latest_checkpoint, save_checkpoint
 from rollcli.train.loop import TrainLoop
@@ -22,6 +24,7 @@ from rollcli.train.loop import TrainLoop
 __all__ = ["run_loop_job"]
 
 Callback = Callable[[dict[str, Any]], None]
+log = logging.getLogger(__name__)
 
 
 def run_loop_job(
@@ -69,17 +72,34 @@ def run_loop_job(
 
 
 def _resume(loop: TrainLoop, folder: JobFolder) -> int | None:
-    """Load the newest checkpoint into the loop and cut later metrics rows; its step, or None."""
+    """Load the newest readable checkpoint into the loop and cut later metrics rows; its step,
+    or None (a fresh start).
+
+    The metrics of steps 0..N must all be there for checkpoint N: a deleted, truncated or
+    damaged ``metrics.jsonl`` (rows missing, a line that is not JSON) cannot be rebuilt from the
+    checkpoint, so the job restarts from step 0 with a one-line notice (checkpoints removed).
+    """
     ckpt = load_latest_checkpoint(folder.path)
-    rows = read_jsonl(folder.metrics)
+    rows, problems = read_jsonl_lenient(folder.metrics)
     if ckpt is None:
         if folder.metrics.exists():  # a run that died before its first checkpoint starts over
             rewrite_jsonl(folder.metrics, [])
         return None
+    kept = [row for row in rows if _step(row) is not None and _step(row) <= ckpt.step]
+    if sorted(_step(row) for row in kept) != list(range(ckpt.step + 1)):
+        damage = problems[0] if problems else f"{folder.metrics}: rows of steps 0..{ckpt.step} missing"
+        log.warning("notice: %s; restarting this job from step 0", damage)
+        shutil.rmtree(folder.checkpoints, ignore_errors=True)
+        rewrite_jsonl(folder.metrics, [])
+        return None
     loop.allocator.load_state_dict(ckpt.allocator)
     loop.backend.load_state_dict(ckpt.backend)
     loop.load_state_dict(ckpt.loop)
-    kept = [row for row in rows if int(row.get("step", -1)) <= ckpt.step]
-    if len(kept) != len(rows) or folder.metrics.read_bytes().count(b"\n") != len(rows):
+    if len(kept) != len(rows) or problems:
         rewrite_jsonl(folder.metrics, kept)
     return ckpt.step
+
+
+def _step(row: Mapping[str, Any]) -> int | None:
+    step = row.get("step")
+    return step if isinstance(step, int) and not isinstance(step, bool) else None

@@ -99,3 +99,51 @@ def test_resume_in_a_fresh_process_is_bit_exact(tmp_path: Path) -> None:
     code = "import sys; from rollcli.jobs.train import run_train_job; run_train_job(sys.argv[1])"
     subprocess.run([sys.executable, "-c", code, str(job)], check=True, timeout=120)
     assert comparable(read_jsonl(job / "metrics.jsonl")) == comparable(expected)
+
+
+def _crashed_job(tmp_path: Path, name: str, *, steps: int = 9, every: int = 3) -> Path:
+    job = write_job(tmp_path / name, steps=steps, every=every)
+
+    def crash_at_seven(row: dict) -> None:
+        if row["step"] == 7:
+            raise Crash("killed")
+
+    with pytest.raises(Crash):
+        run_train_job(job, callbacks=[crash_at_seven])
+    return job
+
+
+def test_torn_newest_checkpoint_falls_back_to_the_previous(tmp_path: Path, caplog) -> None:
+    """A truncated newest checkpoint used to stop the job for good."""
+    expected = straight_rows(tmp_path, "uniform", steps=9, every=3)
+    job = _crashed_job(tmp_path, "torn")
+    newest = job / "checkpoints" / "step_00000006"
+    npz = newest / "backend.npz"
+    npz.write_bytes(npz.read_bytes()[: npz.stat().st_size // 2])
+    resumed_steps: list[int] = []
+    run_train_job(job, callbacks=[lambda row: resumed_steps.append(row["step"])])
+    assert resumed_steps == [4, 5, 6, 7, 8, 9]  # from step 3's checkpoint
+    assert comparable(read_jsonl(job / "metrics.jsonl")) == comparable(expected)
+    assert any("skipping checkpoint" in r.getMessage() and str(newest) in r.getMessage()
+               for r in caplog.records)  # fmt: skip
+
+
+@pytest.mark.parametrize("damage", ["deleted", "truncated", "malformed"])
+def test_missing_or_damaged_metrics_restart_the_job(tmp_path: Path, damage: str, caplog) -> None:
+    """A deleted metrics.jsonl of an unfinished job failed every rerun."""
+    expected = straight_rows(tmp_path, "uniform", steps=9, every=3)
+    job = _crashed_job(tmp_path, damage)
+    metrics = job / "metrics.jsonl"
+    lines = metrics.read_bytes().splitlines(keepends=True)
+    if damage == "deleted":
+        metrics.unlink()
+    elif damage == "truncated":
+        metrics.write_bytes(b"".join(lines[:2]))
+    else:
+        metrics.write_bytes(b"".join(lines[:2] + [b"{not json\n"] + lines[3:]))
+    run_train_job(job)
+    assert comparable(read_jsonl(metrics)) == comparable(expected)
+    notices = [r.getMessage() for r in caplog.records if "restarting this job" in r.getMessage()]
+    assert len(notices) == 1 and "metrics.jsonl" in notices[0]
+    if damage == "malformed":
+        assert "metrics.jsonl:3" in notices[0]

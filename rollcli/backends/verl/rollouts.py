@@ -11,14 +11,14 @@ run can still train on them. Runs inside verl's driver (the task runner); import
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from rollcli.store.atomic import atomic_write_bytes, atomic_write_json, read_json
+from rollcli.store.atomic import atomic_write_json, read_json
+from rollcli.store.datafile import load_data, save_data
 
 __all__ = ["RolloutStore", "pad_for_training"]
 
@@ -83,8 +83,17 @@ class RolloutStore:
         folder.mkdir(parents=True, exist_ok=True)
         refs = sorted(self._where)
         if refs:
-            # pickle, as verl's DataProto.save_to_disk does, but written atomically
-            atomic_write_bytes(folder / "rollouts.pkl", pickle.dumps(self.select(refs)))
+            # data only (not DataProto.save_to_disk's pickle): tensors, non-tensor columns, meta
+            data = self.select(refs)
+            save_data(
+                folder,
+                "rollout_rows",
+                {
+                    "batch": {k: data.batch[k] for k in data.batch.keys()},  # noqa: SIM118
+                    "non_tensor_batch": dict(data.non_tensor_batch),
+                    "meta_info": dict(data.meta_info),
+                },
+            )
         atomic_write_json(folder / "rollouts.json", {"next_ref": self.next_ref, "refs": refs})
 
     def load(self, folder: Path) -> None:
@@ -93,8 +102,14 @@ class RolloutStore:
         self.next_ref = int(state["next_ref"])
         refs = [int(r) for r in state["refs"]]
         if refs:
-            # our own checkpoint file, written by save() above (never untrusted input)
-            data = pickle.loads((folder / "rollouts.pkl").read_bytes())
+            from verl import DataProto
+
+            parts = load_data(folder, "rollout_rows")
+            data = DataProto.from_dict(
+                tensors=parts["batch"],
+                non_tensors=parts["non_tensor_batch"],
+                meta_info=parts["meta_info"],
+            )
             self._rounds[0] = data
             self._next_round = 1
             self._where = {ref: (0, row) for row, ref in enumerate(refs)}

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rollcli.backends.verl.checkpoint_guard import check_checkpoint_dir
 from rollcli.backends.verl.config import TINY_MODEL, VerlConfig
 from rollcli.backends.verl.overrides import (
     VerlPaths,
@@ -223,6 +224,9 @@ def run_train_job(
     lines = job_overrides(job_dir, job, paths)
     atomic_write_json(JobFolder(job_dir).verl / "overrides.json", lines)
     stop_file(job_dir).unlink(missing_ok=True)
+    latest = _latest_checkpoint(job_dir)
+    if latest:  # verl torch.loads it with weights_only=False: scan it first
+        check_checkpoint_dir(JobFolder(job_dir).checkpoints / f"global_step_{latest}")
     seen = _trim_metrics(job_dir)
     config = compose_config(lines)
     _wait_for_devices(int(config.trainer.nnodes) * int(config.trainer.n_gpus_per_node))

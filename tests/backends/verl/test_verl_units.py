@@ -145,10 +145,12 @@ def test_rollout_store_select_retain_and_checkpoint(tmp_path):
     with pytest.raises(KeyError):
         store.select([0])
     store.save(tmp_path)
+    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".json", ".json", ".npz"]  # no pickle
     restored = RolloutStore()
     restored.load(tmp_path)
     assert restored.next_ref == 5 and len(restored) == 2
     assert restored.select([3, 1]).batch["rm_scores"][:, 0].tolist() == [3.0, 1.0]
+    assert list(restored.select([3, 1]).non_tensor_batch["uid"]) == ["u3.0", "u1.0"]
     padded, pad = pad_for_training(store.select([1, 3]), 4)
     assert pad == 2 and len(padded) == 4
     assert padded.batch["response_mask"][2:].sum() == 0  # padding adds no loss tokens
