@@ -91,6 +91,12 @@ class BaseExecutor(abc.ABC):
         """Stop the given jobs (all unfinished jobs of the run if None) so they checkpoint and
         exit; mark them cancelled; return the ids actually signalled."""
 
+    def preflight(self) -> str | None:
+        """Why this executor cannot run jobs on this machine (what is missing), or None.
+
+        Called before a run folder is created, so an unrunnable spec leaves nothing behind."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release what submit started (threads, pools). Called once by ``rollcli run``."""
 

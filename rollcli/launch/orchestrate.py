@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rollcli.errors import RollcliError
+from rollcli.errors import RollcliError, SpecError
 from rollcli.launch.api import Job, create_executor
 from rollcli.store.layout import job_dir, prepare_run
 from rollcli.store.lock import RunLock
@@ -96,6 +96,9 @@ def run_experiment(
             f"--detach needs an executor whose jobs outlive this command (launch.executor: "
             f"slurm); the {executor.kind} executor runs jobs as children of `rollcli run`"
         )
+    problem = executor.preflight()
+    if problem:
+        raise SpecError(f"launch.executor: {executor.kind}: {problem}")
     cmd = command if isinstance(command, str) or command is None else " ".join(command)
     with RunLock(run_dir, cmd):
         prepare_run(run_dir, spec.to_dict(), plan, command)

@@ -282,6 +282,18 @@ class SlurmExecutor(BaseExecutor):
         self.python = python
         self._sacct_cache: tuple[float, dict[str, str] | None] | None = None
 
+    def preflight(self) -> str | None:
+        """Slurm's client commands must be on PATH (submitit calls sbatch, squeue, sacct)."""
+        import shutil
+
+        missing = [c for c in ("sbatch", "squeue", "sacct", "scancel") if shutil.which(c) is None]
+        if missing:
+            return (
+                f"Slurm is not available here ({', '.join(missing)} not on PATH); run on a Slurm "
+                "login node, or use launch.executor: local"
+            )
+        return None
+
     # ---- submit -------------------------------------------------------------------------
     def submit(self, jobs: Sequence[Job], run_dir: Path) -> None:
         run_dir = Path(run_dir).absolute()

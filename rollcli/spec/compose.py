@@ -240,6 +240,9 @@ def resolve_interpolations(data: dict[str, Any], marks: Marks) -> dict[str, Any]
     paths = _interpolated(data)
     if not paths:
         return data
+    from rollcli.spec.limits import check_interpolations
+
+    check_interpolations(data, marks, paths)
     marks.interpolated.update(paths)
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException

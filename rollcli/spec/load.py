@@ -29,7 +29,11 @@ def resolve_spec_data(
     ``data`` and ``marks`` are changed in place: pass copies to resolve one composed file under
     several sets of overrides (the sweep engine does).
     """
+    from rollcli.spec.limits import check_top_level_keys
+    from rollcli.spec.models import spec_model
+
     data = apply_overrides(data, marks, list(overrides))
+    check_top_level_keys(data, marks, spec_model().model_fields)
     data = resolve_interpolations(data, marks)
     data = expand_presets(data, marks)
     return data, marks

@@ -39,6 +39,7 @@ BACKEND_CONFIGS: dict[str, str] = {
 }
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
+NAME_MAX = 100  # run folders and file names stay far below the 255-byte file-system limit
 NonNegativeInt = Annotated[int, Field(ge=0)]
 
 
@@ -213,12 +214,19 @@ def _spec_model(
         "Spec",
         __base__=SpecBase,
         __doc__="A rollcli experiment: what to train, which allocators to compare, where to run.",
-        name=(str, Field(pattern=NAME_PATTERN, description="experiment name (run folder name)")),
+        name=(
+            str,
+            Field(
+                pattern=NAME_PATTERN,
+                max_length=NAME_MAX,
+                description="experiment name (run folder name)",
+            ),
+        ),
         description=(str, ""),
         backend=(backend, Field(description="what generates rollouts and learns")),
         budget=(BudgetSpec, ...),
         allocators=(
-            dict[Annotated[str, Field(pattern=NAME_PATTERN)], allocator],
+            dict[Annotated[str, Field(pattern=NAME_PATTERN, max_length=NAME_MAX)], allocator],
             Field(min_length=1, description="name -> allocator config"),
         ),
         seeds=(tuple[NonNegativeInt, ...], Field((0,), min_length=1)),

@@ -79,7 +79,7 @@ def _cross_checks(spec: Any, data: dict[str, Any], marks: Marks) -> Any:
                 continue
             oracle = _dummy_oracle
         try:
-            create_allocator(
+            allocator = create_allocator(
                 config, num_prompts=num_prompts, rollouts_per_step=rps, seed=0, oracle=oracle
             )
         except (ValueError, AllocatorError) as error:
@@ -88,6 +88,18 @@ def _cross_checks(spec: Any, data: dict[str, Any], marks: Marks) -> Any:
                 knob_in(str(error), ("allocators", name), data),
                 f"{error} (budget.rollouts_per_step={rps} at {where}); change the budget or the "
                 "allocator's group sizes",
+            )
+            continue
+        batch = getattr(allocator, "batch_prompts", None)
+        pool = getattr(spec.backend, "num_train_prompts", None)
+        if isinstance(batch, int) and isinstance(pool, int) and batch > pool:
+            # every allocator would train on fewer prompts than the budget pays for (uniform
+            # silently, Pilot-Commit by failing): one rule for all, refused here
+            fail(
+                ("budget", "rollouts_per_step"),
+                f"allocator '{name}' trains {batch} prompts per step at {rps} rollouts, more "
+                f"than the pool's {pool} (backend.num_train_prompts); lower the budget or grow "
+                "the pool",
             )
     if len(set(spec.seeds)) != len(spec.seeds):
         dup = next(s for s in spec.seeds if spec.seeds.count(s) > 1)
@@ -142,6 +154,9 @@ def _cross_checks(spec: Any, data: dict[str, Any], marks: Marks) -> Any:
 
 def validate_spec(data: dict[str, Any], marks: Marks) -> SpecBase:
     """Validate composed raw data into a frozen ``Spec``; raise :class:`SpecError` on any fault."""
+    from rollcli.spec.limits import check_finite
+
+    check_finite(data, marks)
     model = spec_model()
     wrong_scalars = scalar_errors(data, marks)
     if wrong_scalars:

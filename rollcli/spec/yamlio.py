@@ -5,10 +5,18 @@ mark; this module walks the composed node tree once and records, for every path 
 document (``("allocators", "pc", "p_upper")``), the mark of the key and of the value. Paths
 use strings for mapping keys and ints for sequence indices. Duplicate keys, which YAML would
 silently collapse into the last one, are an error here.
+
+Limits (a spec is a small hand-written file; anything past them is an attack or an accident,
+and must fail in milliseconds rather than hang or exhaust memory): the path must be a regular
+file (a FIFO or a device would block or never end) of at most ``MAX_SPEC_BYTES``; nesting at
+most ``MAX_DEPTH`` levels; at most ``MAX_ALIASES`` aliases and ``MAX_NODES`` nodes once aliases
+are expanded (a "billion laughs" alias bomb); integers of at most ``MAX_INT_DIGITS`` digits.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +25,14 @@ import yaml
 
 from rollcli.errors import SpecError
 
-__all__ = ["Mark", "Marks", "load_yaml", "Path_"]
+__all__ = ["Mark", "Marks", "load_yaml", "read_spec_text", "Path_"]
+
+MAX_SPEC_BYTES = 1 << 20
+MAX_DEPTH = 64
+MAX_ALIASES = 100
+MAX_NODES = 100_000
+MAX_INT_DIGITS = 30
+_INT_TAG = "tag:yaml.org,2002:int"
 
 Path_ = tuple[str | int, ...]
 
@@ -72,6 +87,106 @@ class Marks:
         return None
 
 
+class _LimitedLoader(yaml.SafeLoader):
+    """A SafeLoader whose composer refuses deep nesting and too many aliases (with a mark)."""
+
+    def __init__(self, stream: str, source: str) -> None:
+        super().__init__(stream)
+        self._source, self._depth, self._aliases = source, 0, 0
+
+    def _refuse(self, message: str) -> SpecError:
+        mark = self.peek_event().start_mark
+        return SpecError(f"{self._source}:{mark.line + 1}:{mark.column + 1}: {message}")
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise self._refuse(
+                    f"more than {MAX_ALIASES} YAML aliases (*name); a spec needs few: repeat the "
+                    "values or use ${...} interpolation"
+                )
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise self._refuse(f"values nest deeper than {MAX_DEPTH} levels")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _check_size(node: yaml.Node, source: str) -> None:
+    """Refuse a tree that aliases expand past MAX_NODES, and integers with too many digits."""
+    sizes: dict[int, int] = {}
+
+    def size(n: yaml.Node) -> int:
+        if id(n) in sizes:
+            return sizes[id(n)]
+        if isinstance(n, yaml.ScalarNode):
+            total = 1
+            digits = sum(c.isdigit() for c in n.value) if n.tag == _INT_TAG else 0
+            if digits > MAX_INT_DIGITS:
+                raise SpecError(
+                    f"{_mark(source, n)}: an integer of {digits} digits is out of any range"
+                )
+        elif isinstance(n, yaml.SequenceNode):
+            total = 1 + sum(size(item) for item in n.value)
+        else:
+            total = 1 + sum(size(k) + size(v) for k, v in n.value)
+        sizes[id(n)] = total
+        if total > MAX_NODES:
+            raise SpecError(
+                f"{_mark(source, n)}: the spec expands to more than {MAX_NODES:,} values "
+                "(YAML aliases repeated inside aliases?)"
+            )
+        return total
+
+    size(node)
+
+
+def read_spec_text(path: Path) -> str:
+    """The text of a spec file: a regular file of at most MAX_SPEC_BYTES, UTF-8 (else SpecError).
+
+    Opened non-blocking and checked with fstat before reading, so a FIFO, a device or a folder
+    is refused at once instead of blocking or reading forever.
+    """
+    source = str(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise SpecError(f"{source}: spec file not found; check the path") from None
+    except IsADirectoryError:
+        raise SpecError(
+            f"{source}: is a folder, not a regular file; give the spec's path"
+        ) from None
+    except OSError as error:
+        raise SpecError(f"{source}: cannot read the spec: {error.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO, device or socket"
+            raise SpecError(f"{source}: is {kind}, not a regular file; a spec is a YAML text file")
+        if info.st_size > MAX_SPEC_BYTES:
+            raise SpecError(
+                f"{source}: the spec is too large ({info.st_size:,} bytes; at most "
+                f"{MAX_SPEC_BYTES:,}); a spec is a small YAML text file"
+            )
+        data = os.read(fd, MAX_SPEC_BYTES + 1)
+    except OSError as error:
+        raise SpecError(f"{source}: cannot read the spec: {error.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_SPEC_BYTES:
+        raise SpecError(f"{source}: the spec is too large (over {MAX_SPEC_BYTES:,} bytes)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise SpecError(
+            f"{source}: cannot read the spec: not UTF-8 text (byte {error.object[error.start]:#04x} "
+            f"at offset {error.start}); is it a binary file? A spec is a YAML text file"
+        ) from None
+
+
 def _mark(source: str, node: yaml.Node) -> Mark:
     return Mark(source, node.start_mark.line + 1, node.start_mark.column + 1)
 
@@ -105,19 +220,11 @@ def load_yaml(path: Path, text: str | None = None) -> tuple[dict[str, Any], Mark
     """Parse a YAML mapping from ``path`` and return it with the marks of every node."""
     source = str(path)
     if text is None:
-        try:
-            text = Path(path).read_text("utf-8")
-        except FileNotFoundError:
-            raise SpecError(f"{source}: spec file not found; check the path") from None
-        except OSError as error:
-            raise SpecError(f"{source}: cannot read the spec: {error.strerror}") from None
-        except UnicodeDecodeError as error:
-            raise SpecError(
-                f"{source}: cannot read the spec: not UTF-8 text (byte {error.object[error.start]:#04x} "
-                f"at offset {error.start}); is it a binary file? A spec is a YAML text file"
-            ) from None
+        text = read_spec_text(Path(path))
+    elif len(text) > MAX_SPEC_BYTES:
+        raise SpecError(f"{source}: the spec is too large (over {MAX_SPEC_BYTES:,} characters)")
     try:
-        loader = yaml.SafeLoader(text)  # rejects control characters (NUL, ...) right away
+        loader = _LimitedLoader(text, source)  # rejects control characters (NUL, ...) at once
     except yaml.reader.ReaderError as error:
         line = text.count("\n", 0, error.position) + 1
         column = error.position - (text.rfind("\n", 0, error.position) + 1) + 1
@@ -128,6 +235,8 @@ def load_yaml(path: Path, text: str | None = None) -> tuple[dict[str, Any], Mark
     loader.name = source
     try:
         node = loader.get_single_node()
+        if node is not None:
+            _check_size(node, source)
         data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark

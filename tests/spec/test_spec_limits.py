@@ -1,0 +1,162 @@
+"""Hostile and out-of-range specs: every one exits 2 with one line, within 2 s of CPU and 1 GB,
+and nothing is created.
+
+Each case is run as a real ``rollcli validate`` (and ``run`` where it matters) in a subprocess,
+so a hang, a traceback or a memory blow-up is seen as the user would see it; CPU time and peak
+memory come from the child's own rusage (wall clock on this shared machine is inflated).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+GOOD = """name: limits
+backend: {kind: sim, num_train_prompts: 256, num_eval_prompts: 64}
+budget: {steps: 3, rollouts_per_step: 128}
+allocators:
+  grpo: {kind: uniform, n: 8}
+seeds: [0]
+eval: {every: 1}
+target: {baseline: grpo, metric: accuracy, at: final}
+launch: {executor: local}
+tracking: {wandb: {mode: disabled}}
+"""
+
+
+def _bomb(levels: int = 12) -> str:
+    lines = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    for i in range(1, levels):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    return GOOD + "\n".join(lines) + "\n"
+
+
+def _interpolation_bomb(levels: int = 40) -> str:
+    extra = "vars:\n  v0: xxxxxxxxxx\n"
+    for i in range(1, levels):
+        extra += f"  v{i}: ${{vars.v{i - 1}}}${{vars.v{i - 1}}}\n"
+    return GOOD.replace("name: limits", f"name: limits-${{vars.v{levels - 1}}}") + extra
+
+
+def _verl_override_bomb(levels: int = 40) -> str:
+    """Doubling references inside a section that accepts any keys (verl_overrides)."""
+    lines = ["    v0: xxxxxxxxxx"]
+    for i in range(1, levels):
+        ref = f"${{backend.verl_overrides.v{i - 1}}}"
+        lines.append(f"    v{i}: {ref}{ref}")
+    backend = "backend:\n  kind: verl\n  verl_overrides:\n" + "\n".join(lines) + "\n"
+    return GOOD.replace(
+        "backend: {kind: sim, num_train_prompts: 256, num_eval_prompts: 64}\n", backend
+    )
+
+
+def _deep(depth: int = 100_000) -> str:
+    return GOOD + "deep: " + "[" * depth + "]" * depth + "\n"
+
+
+CASES = {
+    "alias-bomb": (_bomb(), "alias"),
+    "interpolation-bomb-unknown-key": (_interpolation_bomb(), "vars"),
+    "interpolation-bomb-known-key": (_verl_override_bomb(), "backend.verl_overrides"),
+    "deep-nesting": (_deep(), "nest"),
+    "huge-file": (GOOD + "# " + "x" * (12 << 20) + "\n", "too large"),
+    "infinite-number": (GOOD.replace("n: 8", "n: .inf"), "allocators.grpo.n"),
+    "huge-int": (GOOD.replace("steps: 3", "steps: " + "9" * 5000), "digits"),
+    "lr-infinite": (GOOD.replace("kind: sim,", "kind: sim, lr: .inf,"), "backend.lr"),
+    "lr-nan": (GOOD.replace("kind: sim,", "kind: sim, lr: .nan,"), "backend.lr"),
+    "lr-negative": (GOOD.replace("kind: sim,", "kind: sim, lr: -0.1,"), "backend.lr"),
+    "target-nan": (GOOD.replace("at: final}", "at: value, value: .nan}"), "target.value"),
+    "budget-negative": (
+        GOOD.replace("rollouts_per_step: 128", "rollouts_per_step: -128"),
+        "budget.rollouts_per_step",
+    ),  # fmt: skip
+    "name-too-long": (GOOD.replace("name: limits", "name: " + "n" * 300), "name"),
+    "name-with-slash": (GOOD.replace("name: limits", "name: ../escape"), "name"),
+    "allocator-name-slash": (
+        GOOD.replace("  grpo: {kind", "  a/b: {kind").replace("baseline: grpo", "baseline: a/b"),
+        "allocators",
+    ),  # fmt: skip
+    "pool-too-small": (
+        GOOD.replace("rollouts_per_step: 128", "rollouts_per_step: 4096").replace(
+            "num_train_prompts: 256", "num_train_prompts: 64"
+        ),
+        "budget.rollouts_per_step",
+    ),
+}
+
+
+_CHILD = (
+    "import atexit, os, resource\n"
+    "def _report():\n"
+    "    r = resource.getrusage(resource.RUSAGE_SELF)\n"
+    "    os.write(int(os.environ['ROLLCLI_TEST_FD']), f'{r.ru_utime + r.ru_stime} {r.ru_maxrss}'.encode())\n"
+    "atexit.register(_report)\n"
+    "from rollcli.cli.app import main\nmain()\n"
+)
+
+
+def _run(
+    args: list[str], cwd: Path, **env: str
+) -> tuple[subprocess.CompletedProcess, float, int, float]:
+    """Run the CLI; its own CPU seconds and peak RSS (kB) as it measured them at exit."""
+    read_fd, write_fd = os.pipe()
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _CHILD, *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=cwd,
+            pass_fds=(write_fd,),
+            env={**os.environ, "COLUMNS": "200", "ROLLCLI_TEST_FD": str(write_fd), **env},
+        )
+    finally:
+        os.close(write_fd)
+    wall = time.monotonic() - started
+    with os.fdopen(read_fd) as f:
+        cpu, maxrss = f.read().split()
+    return proc, float(cpu), int(maxrss), wall
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_hostile_spec_exits_2_with_one_line(case: str, tmp_path: Path) -> None:
+    text, needle = CASES[case]
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(text)
+    proc, cpu, maxrss_kb, wall = _run(["validate", str(spec)], tmp_path)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    assert len(lines) == 1 and lines[0].startswith(f"error: {spec}"), proc.stderr[-2000:]
+    assert needle in lines[0], lines[0]
+    assert cpu < 2.0, f"{cpu:.2f} s CPU"
+    assert maxrss_kb < 1 << 20, f"{maxrss_kb / 1024:.0f} MB"
+    assert wall < 20
+
+
+def test_fifo_and_non_regular_spec_paths_are_refused(tmp_path: Path) -> None:
+    fifo = tmp_path / "spec.yaml"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/zero"), tmp_path):
+        proc, cpu, _, wall = _run(["validate", str(path)], tmp_path)
+        assert proc.returncode == 2 and wall < 20, (path, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1 and "regular file" in proc.stderr
+
+
+def test_slurm_spec_without_slurm_fails_before_any_run_folder(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        GOOD.replace("launch: {executor: local}", "launch: {executor: slurm, partition: p}")
+    )
+    runs = tmp_path / "runs"
+    proc, cpu, _, _ = _run(
+        ["run", str(spec), "--runs-dir", str(runs)], tmp_path, PATH="/nonexistent"
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "sbatch" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not runs.exists()
