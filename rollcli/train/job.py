@@ -87,7 +87,9 @@ def _resume(loop: TrainLoop, folder: JobFolder) -> int | None:
         return None
     kept = [row for row in rows if _step(row) is not None and _step(row) <= ckpt.step]
     if sorted(_step(row) for row in kept) != list(range(ckpt.step + 1)):
-        damage = problems[0] if problems else f"{folder.metrics}: rows of steps 0..{ckpt.step} missing"
+        damage = (
+            problems[0] if problems else f"{folder.metrics}: rows of steps 0..{ckpt.step} missing"
+        )
         log.warning("notice: %s; restarting this job from step 0", damage)
         shutil.rmtree(folder.checkpoints, ignore_errors=True)
         rewrite_jsonl(folder.metrics, [])
