@@ -23,6 +23,8 @@ SMALL_ALLOCATORS: dict[str, dict[str, Any]] = {
     "vigor": {"kind": "vigor", "m0": 2},
     "oracle_select": {"kind": "oracle_select", "n": 8},
     "oracle": {"kind": "oracle", "n_max": 16},
+    "pods": {"kind": "pods", "n": 8, "m": 4},
+    "reinforce_ada": {"kind": "reinforce_ada", "round_repeat": 4, "max_rounds": 3},
 }
 
 

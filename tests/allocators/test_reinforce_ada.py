@@ -286,3 +286,45 @@ def test_verl_advantages_are_the_official_ones(norm: bool) -> None:
         adv = compute_group_advantages(batch, algorithm).batch["advantages"]
         np.testing.assert_allclose(adv[:, 0].numpy(), official, rtol=1e-6, atol=1e-6)
         assert torch.equal(adv[:, 0:1].expand(-1, length), adv)  # every token of the response
+
+
+def _one_step_update(backend: Any, config: dict[str, Any], rollouts: int):
+    alloc = create_allocator(
+        config, num_prompts=backend.num_prompts, rollouts_per_step=rollouts, seed=0
+    )
+    alloc.start_step(0)
+    while (ask := alloc.ask()) is not None:
+        alloc.tell(backend.generate(ask))
+    groups = alloc.train_groups()
+    return groups, backend.update(groups)
+
+
+@pytest.mark.parametrize("std_normalize", [True, False])
+def test_sim_update_trains_on_r_minus_baseline(std_normalize: bool) -> None:
+    from rollcli.backends.sim import create_sim_backend
+
+    backend = create_sim_backend(
+        {"kind": "sim", "num_train_prompts": 256, "num_eval_prompts": 64, "std_normalize": std_normalize},
+        seed=0,
+    )  # fmt: skip
+    groups, metrics = _one_step_update(backend, {"kind": "reinforce_ada"}, 256)
+    assert len(groups) == 64 and {g.size for g in groups} <= {1, 2, 3, 4}
+    adv = np.concatenate([g.rewards - g.baseline for g in groups])
+    assert metrics["adv_abs_mean"] == pytest.approx(np.abs(adv).mean(), rel=1e-9)
+
+
+def test_tiny_update_trains_on_r_minus_baseline(tmp_path) -> None:
+    from rollcli.backends import create_backend
+
+    tiny = {
+        "kind": "tiny", "max_level": 1, "num_train_prompts": 48, "eval_prompts_per_level": 3,
+        "eval_samples": 2, "d_model": 16, "num_layers": 1, "num_heads": 2, "base_steps": 150,
+        "base_batch_size": 16, "base_lr": 1e-2, "lr": 1e-3, "cache_dir": str(tmp_path),
+    }  # fmt: skip
+    backend = create_backend(tiny, seed=0)
+    config = {"kind": "reinforce_ada", "round_repeat": 4, "max_rounds": 2}
+    groups, metrics = _one_step_update(backend, config, 32)
+    adv = np.concatenate([g.rewards - g.baseline for g in groups])
+    nonzero = adv[adv != 0]
+    assert nonzero.size > 0 and metrics["rows_forwarded"] == nonzero.size
+    assert metrics["adv_abs_mean"] == pytest.approx(np.abs(nonzero).mean(), rel=1e-9)

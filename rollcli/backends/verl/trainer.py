@@ -53,6 +53,7 @@ from rollcli.store.atomic import append_jsonl, atomic_write_json, read_json
 from rollcli.store.folders import JobFolder
 
 __all__ = ["RollcliPPOTrainer"]
+_REF_KEY = "rollcli_ref"  # traced runs only: each trained row's rollout ref
 
 
 class RollcliPPOTrainer(RayPPOTrainer):
@@ -144,7 +145,12 @@ class RollcliPPOTrainer(RayPPOTrainer):
             alloc_s += time.perf_counter() - t0
             generated.extend(outcomes)
             rounds.append(
-                {"items": [[o.prompt_id, o.num_rollouts, o.phase, list(o.refs)] for o in outcomes]}
+                {
+                    "items": [
+                        [o.prompt_id, o.num_rollouts, o.phase, list(o.refs)] for o in outcomes
+                    ],
+                    "rewards": [o.rewards.tolist() for o in outcomes],
+                }
             )
         t0 = time.perf_counter()
         groups = alloc.train_groups()
@@ -249,6 +255,8 @@ class RollcliPPOTrainer(RayPPOTrainer):
         }
         batch.batch["token_level_scores"] = scores
         batch.batch["token_level_rewards"] = scores
+        if self.backend_config.trace_groups:  # to find each row's advantage after reordering
+            batch.non_tensor_batch[_REF_KEY] = np.array(refs, dtype=np.int64)
         dp = self._get_dp_size(self.actor_rollout_wg, "actor")
         mini = self.backend_config.ppo_mini_batch_size or len(batch)
         mini = math.ceil(mini / dp) * dp
@@ -265,6 +273,8 @@ class RollcliPPOTrainer(RayPPOTrainer):
         if self.use_reference_policy:
             batch = batch.union(self._compute_ref_log_prob(batch))
         batch = compute_group_advantages(batch, self.config.algorithm)
+        if self.backend_config.trace_groups:
+            trained["advantages"] = _traced_advantages(batch, refs)
         metrics.update(self._update_actor_minibatches(batch, mini))
         self.policy_version += 1
         return metrics, trained
@@ -359,6 +369,27 @@ def _mean(values: list[float]) -> float:
 
 def _groups_json(groups: list[Group]) -> list[dict[str, Any]]:
     return [
-        {"prompt_id": g.prompt_id, "refs": [int(r) for r in g.refs], "rewards": g.rewards.tolist()}
+        {
+            "prompt_id": g.prompt_id,
+            "refs": [int(r) for r in g.refs],
+            "rewards": g.rewards.tolist(),
+            "baseline": g.baseline,
+        }
         for g in groups
     ]
+
+
+def _traced_advantages(batch: DataProto, refs: list[int]) -> list[float]:
+    """The advantage each trained rollout got (one value over its response tokens), in ``refs``
+    order; padding rows (no response tokens) are left out, and so is a response of no tokens
+    (it trains on nothing: 0.0)."""
+    mask = batch.batch["response_mask"].float()
+    tokens = mask.sum(-1)
+    per_row = (batch.batch["advantages"].float() * mask).sum(-1) / tokens.clamp_min(1.0)
+    by_ref = {}
+    for ref, n, value in zip(
+        batch.non_tensor_batch[_REF_KEY].tolist(), tokens.tolist(), per_row.tolist(), strict=True
+    ):
+        if n > 0:
+            by_ref.setdefault(int(ref), value)
+    return [by_ref.get(r, 0.0) for r in refs]
