@@ -4,6 +4,9 @@
 #   bash scripts/slurm-local.sh start    # install (apt, only what is missing) and start; idempotent
 #   bash scripts/slurm-local.sh status   # exit 0 when sinfo and sacct both answer
 #   bash scripts/slurm-local.sh stop     # stop the daemons this script started
+#   bash scripts/slurm-local.sh start|stop|status --nodes 2   # the two-node cluster in network
+#                                        # namespaces (scripts/slurm-local-2node.sh), beside this one
+#   eval "$(bash scripts/slurm-local.sh env --nodes 2)"       # its clients (SLURM_CONF, PATH)
 #
 # Needs root and Debian/Ubuntu (apt). No systemd: munged, mariadbd (unix socket only, no TCP),
 # slurmdbd, slurmctld and `slurmd -N localhost` are started by hand. The settings are the ones
@@ -56,8 +59,8 @@ install_missing() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
-pid_alive() { # pid_alive NAME -> 0 when the pid in RUN_DIR/NAME.pid is a live process
-  local f="$RUN_DIR/$1.pid"
+pid_alive() { # pid_alive NAME [DIR] -> 0 when the pid in DIR/NAME.pid (DIR: RUN_DIR) is alive
+  local f="${2:-$RUN_DIR}/$1.pid"
   [ -s "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null
 }
 
@@ -66,7 +69,7 @@ wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
   shift 2
   local deadline=$((SECONDS + limit))
   until "$@" >/dev/null 2>&1; do
-    [ "$SECONDS" -lt "$deadline" ] || die "$what did not come up within ${limit}s (logs in $LOG_DIR)"
+    [ "$SECONDS" -lt "$deadline" ] || die "$what did not come up within ${limit}s (logs in ${LOG_HINT:-$LOG_DIR})"
     sleep 0.2
   done
 }
@@ -231,8 +234,8 @@ cmd_start() {
   cmd_status
 }
 
-stop_pidfile() { # stop_pidfile NAME: TERM, wait, then KILL the process in RUN_DIR/NAME.pid
-  local f="$RUN_DIR/$1.pid" pid
+stop_pidfile() { # stop_pidfile NAME [DIR]: TERM, wait, then KILL the process in DIR/NAME.pid
+  local f="${2:-$RUN_DIR}/$1.pid" pid
   [ -s "$f" ] || return 0
   pid="$(cat "$f")"
   if kill -0 "$pid" 2>/dev/null; then
@@ -253,6 +256,11 @@ stop_slurm_daemons() {
 cmd_stop() {
   need_root
   stop_slurm_daemons
+  if pid_alive slurmctld "$N2_RUN_DIR"; then # the two-node cluster shares munged and MariaDB
+    log "the two-node cluster is running: munged and mariadbd stay up (stop it: $0 stop --nodes 2)"
+    rm -f "$RUN_DIR/config.sha"
+    return 0
+  fi
   stop_pidfile mariadbd
   # munged keeps its own pid file; stop it only when this script's layout started it
   if [ -s /run/munge/munged.pid ]; then
@@ -280,10 +288,35 @@ cmd_status() {
   return "$ok"
 }
 
-case "${1:-}" in
-  start) cmd_start ;;
-  stop) cmd_stop ;;
-  status) cmd_status ;;
-  restart) cmd_stop; cmd_start ;;
-  *) echo "usage: $0 start|stop|status|restart" >&2; exit 2 ;;
+# shellcheck source=scripts/slurm-local-2node.sh
+. "$(dirname "${BASH_SOURCE[0]}")/slurm-local-2node.sh"
+
+# A shell that points its clients at the two-node cluster (`eval "$(... env --nodes 2)"`) must
+# not steer this script: the real clients, and each mode's own config, whatever the caller set.
+unset SLURM_CONF
+PATH=$(printf '%s' "$PATH" | tr ':' '\n' | grep -vxF "$N2_RUN_DIR/bin" | paste -sd: -)
+
+usage() { echo "usage: $0 start|stop|status|restart [--nodes 1|2] | env --nodes 2" >&2; exit 2; }
+
+COMMAND="${1:-}"
+NODES=1
+[ "$#" -gt 0 ] && shift
+while [ "$#" -gt 0 ]; do
+  case "$1" in
+    --nodes) NODES="${2:-}"; shift 2 || usage ;;
+    --nodes=*) NODES="${1#--nodes=}"; shift ;;
+    *) usage ;;
+  esac
+done
+case "$NODES:$COMMAND" in
+  1:start) cmd_start ;;
+  1:stop) cmd_stop ;;
+  1:status) cmd_status ;;
+  1:restart) cmd_stop; cmd_start ;;
+  2:start) n2_cmd_start ;;
+  2:stop) n2_cmd_stop ;;
+  2:status) n2_cmd_status ;;
+  2:restart) n2_cmd_stop; n2_cmd_start ;;
+  2:env) n2_cmd_env ;;
+  *) usage ;;
 esac

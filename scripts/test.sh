@@ -31,13 +31,22 @@ if ! command -v bwrap >/dev/null 2>&1; then
   fi
 fi
 
-# A real single-node Slurm cluster for the integration tests (needs root and apt).
+# A real single-node Slurm cluster for the integration tests (needs root and apt), and the
+# two-node cluster in network namespaces for the multi-node tests (stopped again at the end
+# when this script started it: its namespaces and veth pair are removed).
 if [ "$(id -u)" = 0 ]; then
   # a cluster that cannot start must not hide the other 500 tests: say so loudly and go on
   # (the Slurm tests then skip, naming the reason)
   bash scripts/slurm-local.sh start || echo "WARNING: the local Slurm cluster did not start (see above); the Slurm integration tests will be SKIPPED" >&2
+  if bash scripts/slurm-local.sh status --nodes 2 >/dev/null 2>&1; then
+    echo "the two-node Slurm cluster is already running: it stays up after the tests" >&2
+  elif bash scripts/slurm-local.sh start --nodes 2; then
+    trap 'bash scripts/slurm-local.sh stop --nodes 2 || true' EXIT
+  else
+    echo "WARNING: the two-node Slurm cluster did not start ($(cat /run/rollcli-slurm-2n/unavailable 2>/dev/null || echo 'see above')); the multi-node tests will be SKIPPED" >&2
+  fi
 else
-  echo "not root: the Slurm integration tests will be skipped" >&2
+  echo "not root: the Slurm integration tests (one- and two-node) will be skipped" >&2
 fi
 
-exec python -m pytest -q "$@"
+python -m pytest -q "$@"
