@@ -1,26 +1,25 @@
 """A Ray cluster across the nodes of one Slurm job, for verl jobs with ``nodes > 1``.
 
 Slurm starts one task per node (``--ntasks-per-node=1``); every task runs
-:func:`run_on_slurm`. The task with ``SLURM_NODEID == 0`` starts the Ray head (``ray start
---head --block`` as a child in its own process group), waits until every node — and every GPU —
-has joined, runs the trainer with ``RAY_ADDRESS`` pointing at the head, and tears Ray down when
-the trainer returns, raises, or is stopped by pre-emption. Every other task starts a Ray worker
-pointed at the head and keeps it alive until the head writes its ``done`` file, the head stops
-answering, or the worker dies; then it stops its own Ray processes (and only those: never
-``ray stop``, which would kill every Ray on the node).
+:func:`run_on_slurm`, and :mod:`rollcli.launch.ray_plan` says what it plays. The task with
+``SLURM_NODEID == 0`` starts the Ray head (``ray start --head --block`` as a child in its own
+process group), writes its address to ``<job>/ray/head-<session>.json``, waits until every node
+— and every GPU — has joined (recording who did in ``ray/cluster-<session>.json``: each node's
+host, address and resources), runs the trainer with ``RAY_ADDRESS`` pointing at the head, and
+tears Ray down when the trainer returns, raises, or is stopped by pre-emption. Every other task
+reads the head's address from that file (not from its hostname), starts a Ray worker pointed at
+it and keeps it alive until the head writes its ``done`` file, the head stops answering, or the
+worker dies; then it stops its own Ray processes (and only those: never ``ray stop``, which
+would kill every Ray on the node).
 
-Hostnames come from ``SLURM_JOB_NODELIST`` expanded into a list (submitit's parser), one host
-per entry. verl's ``examples/slurm/ray_on_slurm.slurm`` builds its array as
-``nodes_array=("$nodes")``: the quotes make one element holding every hostname, so the head is
-that whole string and the worker loop ``${nodes_array[$i]}`` finds nothing — no workers. Here
-each task reads its own node from the list, and :func:`slurm_hostnames` has a test for it.
-
-Ports: the head's GCS port is ``ROLLCLI_RAY_PORT`` (rollcli/templates/sbatch/multinode.sh derives it
-from the job id) and each node's other Ray ports are offset by its rank, so a head and a worker
-can share one machine (the local test cluster runs exactly that). Token authentication: the
-head writes a fresh token to ``<job>/ray/auth_token`` (mode 0600) and every process of the job
-uses it (``RAY_AUTH_MODE=token``), so jobs of different users sharing nodes cannot connect to
-each other's clusters.
+A node that does not join within ``ROLLCLI_RAY_JOIN_TIMEOUT`` seconds (default 600) fails the
+job with a :class:`RayClusterError` that names it and says what it was last doing
+(:mod:`rollcli.launch.ray_join`), instead of a hang; a worker whose ``ray start`` exits fails it
+at once. The session is the job id plus Slurm's restart count, so a requeued job never reads
+the previous attempt's files. Token authentication: the head writes a fresh token to
+``<job>/ray/auth_token`` (mode 0600) and every process of the job uses it
+(``RAY_AUTH_MODE=token``), so jobs of different users sharing nodes cannot connect to each
+other's clusters.
 """
 
 from __future__ import annotations
@@ -36,140 +35,43 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rollcli.store.atomic import atomic_write_text
+from rollcli.launch.ray_join import join_report, log_tail, read_statuses, write_status
+from rollcli.launch.ray_plan import (
+    RayClusterError,
+    RayNodePlan,
+    head_command,
+    manager_port,
+    node_address,
+    node_ports,
+    plan_from_env,
+    slurm_hostnames,
+    worker_command,
+)
+from rollcli.store.atomic import atomic_write_json, atomic_write_text
 
 __all__ = [
+    "RayClusterError",
     "RayNodePlan",
     "slurm_hostnames",
     "plan_from_env",
     "node_ports",
     "head_command",
     "worker_command",
+    "node_address",
     "run_on_slurm",
 ]
 
-DEFAULT_BASE_PORT = 20000
-JOIN_TIMEOUT_S = 600.0
+JOIN_TIMEOUT_S = 600.0  # ROLLCLI_RAY_JOIN_TIMEOUT overrides it
 HEAD_LOST_S = 60.0  # a worker gives up after the head has not answered this long
-
-
-@dataclass(frozen=True)
-class RayNodePlan:
-    """What one Slurm task needs to know to play its part in the job's Ray cluster."""
-
-    rank: int  # SLURM_NODEID: 0 runs the head and the trainer
-    hostnames: tuple[str, ...]
-    base_port: int
-    num_cpus: int | None
-    num_gpus: int
-    job_id: str
-    object_store_bytes: int | None = None
-
-    @property
-    def num_nodes(self) -> int:
-        return len(self.hostnames)
-
-    @property
-    def is_head(self) -> bool:
-        return self.rank == 0
-
-    @property
-    def head_host(self) -> str:
-        return self.hostnames[0]
-
-    @property
-    def host(self) -> str:
-        return self.hostnames[self.rank]
-
-
-def slurm_hostnames(nodelist: str) -> list[str]:
-    """``"gpu[01-03],cpu7"`` -> ``["gpu01", "gpu02", "gpu03", "cpu7"]`` (one host per entry)."""
-    from submitit.slurm.slurm import _parse_node_list
-
-    hosts = [h for h in _parse_node_list(nodelist.strip()) if h]
-    if not hosts:
-        raise ValueError(f"empty Slurm node list: '{nodelist}'")
-    return hosts
-
-
-def plan_from_env(env: Mapping[str, str], *, gpus_per_node: int) -> RayNodePlan:
-    """Read the task's place in the job from Slurm's environment variables."""
-    hosts = slurm_hostnames(env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or "")
-    nnodes = int(env.get("SLURM_JOB_NUM_NODES") or len(hosts))
-    if nnodes != len(hosts):
-        raise ValueError(f"SLURM_JOB_NUM_NODES={nnodes} but the node list names {len(hosts)} hosts")
-    if int(env.get("SLURM_NTASKS") or nnodes) != nnodes:
-        # two tasks on one node sharing a node list entry (the single-machine test): rank by task
-        hosts = [hosts[0]] * int(env["SLURM_NTASKS"]) if len(hosts) == 1 else hosts
-        rank = int(env.get("SLURM_PROCID") or 0)
-    else:
-        rank = int(env.get("SLURM_NODEID") or 0)
-    job_id = env.get("SLURM_JOB_ID") or "0"
-    base = int(env.get("ROLLCLI_RAY_PORT") or DEFAULT_BASE_PORT + int(job_id) % 20000)
-    cpus = env.get("SLURM_CPUS_PER_TASK")
-    store = env.get("ROLLCLI_RAY_OBJECT_STORE_BYTES")
-    return RayNodePlan(
-        rank=rank,
-        hostnames=tuple(hosts),
-        base_port=base,
-        num_cpus=int(cpus) if cpus else None,
-        num_gpus=gpus_per_node,
-        job_id=job_id,
-        object_store_bytes=int(store) if store else None,
-    )
-
-
-def node_ports(plan: RayNodePlan) -> dict[str, int]:
-    """Every port a node's Ray processes listen on, distinct per rank (head: GCS on the base)."""
-    off = plan.base_port + 10 + 10 * plan.rank
-    worker_lo = plan.base_port + 1000 + 200 * plan.rank
-    ports = {
-        "node-manager-port": off,
-        "object-manager-port": off + 1,
-        "ray-client-server-port": off + 2,
-        "dashboard-agent-listen-port": off + 3,
-        "dashboard-agent-grpc-port": off + 4,
-        "metrics-export-port": off + 5,
-        "runtime-env-agent-port": off + 6,
-        "min-worker-port": worker_lo,
-        "max-worker-port": worker_lo + 199,
-    }
-    if max(ports.values()) > 65535:
-        raise ValueError(f"Ray ports above 65535 (base {plan.base_port}, rank {plan.rank})")
-    return ports
+LOG_TAIL_LINES = 15
 
 
 def _ray_binary() -> str:
     beside = Path(sys.executable).parent / "ray"
     return str(beside) if beside.exists() else shutil.which("ray") or "ray"
-
-
-def _common_args(plan: RayNodePlan, node_ip: str) -> list[str]:
-    args = [f"--node-ip-address={node_ip}", f"--num-gpus={plan.num_gpus}"]
-    if plan.num_cpus is not None:
-        args.append(f"--num-cpus={plan.num_cpus}")
-    if plan.object_store_bytes is not None:
-        args.append(f"--object-store-memory={plan.object_store_bytes}")
-    args += [f"--{k}={v}" for k, v in node_ports(plan).items()]
-    return [*args, "--disable-usage-stats", "--block"]
-
-
-def head_command(plan: RayNodePlan, node_ip: str, ray: str = "ray") -> list[str]:
-    return [ray, "start", "--head", f"--port={plan.base_port}", "--include-dashboard=false"] + (
-        _common_args(plan, node_ip)
-    )
-
-
-def worker_command(plan: RayNodePlan, node_ip: str, head_ip: str, ray: str = "ray") -> list[str]:
-    return [ray, "start", f"--address={head_ip}:{plan.base_port}"] + _common_args(plan, node_ip)
-
-
-def _resolve(host: str) -> str:
-    return socket.gethostbyname(host)
 
 
 def _reachable(host: str, port: int, timeout: float = 2.0) -> bool:
@@ -208,46 +110,205 @@ def _stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
             continue
 
 
+def _joined_nodes(nodes: list[dict[str, Any]], plan: RayNodePlan) -> dict[int, dict[str, Any]]:
+    """Alive Ray nodes by rank (a node's rank follows from its node-manager port)."""
+    out: dict[int, dict[str, Any]] = {}
+    for node in nodes:
+        rank, rest = divmod(
+            int(node.get("NodeManagerPort", -1)) - manager_port(plan.base_port, 0), 10
+        )
+        if rest == 0 and 0 <= rank < plan.num_nodes:
+            out[rank] = {
+                "rank": rank,
+                "host": node.get("NodeManagerHostname"),
+                "ip": node.get("NodeManagerAddress"),
+                "node_id": node.get("NodeID"),
+                "resources": node.get("Resources", {}),
+            }
+    return out
+
+
 def _wait_for_cluster(
-    address: str, plan: RayNodePlan, timeout_s: float, head: subprocess.Popen
+    address: str, plan: RayNodePlan, timeout_s: float, head: subprocess.Popen, ray_dir: Path
 ) -> dict[str, Any]:
-    """Block until ``plan.num_nodes`` nodes and all their GPUs are alive in the cluster."""
+    """Block until every node of ``plan`` and all its GPUs are alive in the cluster; raise a
+    :class:`RayClusterError` naming the missing nodes once a worker failed or time is up."""
     import ray
 
     want_gpus = plan.num_nodes * plan.num_gpus
-    deadline = time.monotonic() + timeout_s
-    ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    start = time.monotonic()
+    head_log = ray_dir / f"head-{plan.session}.log"
+    try:
+        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    except Exception as error:  # noqa: BLE001 - any failure to reach our own head is fatal
+        raise RayClusterError(
+            f"rank 0 ({plan.host}): cannot connect to its own Ray head at {address}: {error}\n"
+            + log_tail(head_log, LOG_TAIL_LINES),
+            rank=0,
+        ) from error
     try:
         while True:
-            nodes = [n for n in ray.nodes() if n.get("Alive")]
-            gpus = sum(float(n.get("Resources", {}).get("GPU", 0)) for n in nodes)
-            if len(nodes) >= plan.num_nodes and gpus >= want_gpus:
-                return {"nodes": len(nodes), "gpus": gpus}
+            joined = _joined_nodes([n for n in ray.nodes() if n.get("Alive")], plan)
+            gpus = sum(float(n["resources"].get("GPU", 0)) for n in joined.values())
+            if len(joined) == plan.num_nodes and gpus >= want_gpus:
+                return {
+                    "address": address,
+                    "session": plan.session,
+                    "num_nodes": len(joined),
+                    "gpus": gpus,
+                    "nodes": [joined[r] for r in sorted(joined)],
+                    "resources": ray.cluster_resources(),
+                }
             if head.poll() is not None:
-                raise RuntimeError(f"the Ray head exited with code {head.returncode}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"Ray cluster incomplete after {timeout_s:.0f}s: {len(nodes)}/{plan.num_nodes} "
-                    f"nodes, {gpus:.0f}/{want_gpus} GPUs"
+                raise RayClusterError(
+                    f"rank 0 ({plan.host}): the Ray head exited with code {head.returncode}:\n"
+                    + log_tail(head_log, LOG_TAIL_LINES),
+                    rank=0,
+                )
+            statuses = read_statuses(ray_dir, plan.session, range(1, plan.num_nodes))
+            failed = [s for r, s in statuses.items() if s.get("stage") == "failed"]
+            waited = time.monotonic() - start
+            if failed or waited > timeout_s:
+                raise RayClusterError(
+                    join_report(
+                        hostnames=plan.hostnames,
+                        joined=joined,
+                        statuses=statuses,
+                        waited_s=waited,
+                        ray_dir=ray_dir,
+                        session=plan.session,
+                    ),
+                    rank=0,
                 )
             time.sleep(1.0)
     finally:
         ray.shutdown()
 
 
-def _ray_env(job_dir: Path, *, create: bool, timeout_s: float) -> dict[str, str]:
+def _ray_env(job_dir: Path, *, create: bool) -> dict[str, str]:
     """The environment of every Ray process of the job, with the job's auth token."""
     path = job_dir / "ray" / "auth_token"
     if create:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, secrets.token_hex(32))
         os.chmod(path, 0o600)
-    deadline = time.monotonic() + timeout_s
-    while not path.exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{path}: the head did not write the Ray token")
-        time.sleep(0.5)
     return {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": path.read_text().strip()}
+
+
+def _status(plan: RayNodePlan, ray_dir: Path, stage: str, **info: Any) -> None:
+    write_status(ray_dir, rank=plan.rank, host=plan.host, session=plan.session, stage=stage, **info)
+
+
+def _fail(plan: RayNodePlan, ray_dir: Path, reason: str) -> RayClusterError:
+    _status(plan, ray_dir, "failed", reason=reason)
+    return RayClusterError(reason, rank=plan.rank)
+
+
+def _run_head(
+    plan: RayNodePlan,
+    job_dir: Path,
+    run: Callable[[], str],
+    env: Mapping[str, str],
+    timeout_s: float,
+) -> str:
+    ray_dir = job_dir / "ray"
+    done = ray_dir / f"done-{plan.session}"
+    try:
+        head_ip = node_address(plan, env)
+        address = f"{head_ip}:{plan.base_port}"
+        ray_env = _ray_env(job_dir, create=True)
+        _status(plan, ray_dir, "head", ip=head_ip)
+        cmd = head_command(plan, head_ip, _ray_binary())
+        with _ray_process(cmd, ray_dir / f"head-{plan.session}.log", ray_env) as head:
+            try:
+                info = {"host": plan.host, "ip": head_ip, "port": plan.base_port}
+                atomic_write_json(ray_dir / f"head-{plan.session}.json", info)
+                os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=ray_env["RAY_AUTH_TOKEN"])
+                joined = _wait_for_cluster(address, plan, timeout_s, head, ray_dir)
+                atomic_write_json(ray_dir / f"cluster-{plan.session}.json", joined)
+                os.environ["RAY_ADDRESS"] = address
+                return run()
+            finally:  # before the head's Ray stops, so that workers see a clean end
+                atomic_write_text(done, "done\n")
+    finally:
+        atomic_write_text(done, "done\n")
+
+
+def _wait_for_head(plan: RayNodePlan, ray_dir: Path, deadline: float) -> dict[str, Any] | None:
+    """The head's address record once its GCS port answers; None when the head already ended."""
+    head_file = ray_dir / f"head-{plan.session}.json"
+    done = ray_dir / f"done-{plan.session}"
+    while not head_file.exists():
+        if done.exists():
+            return None
+        if time.monotonic() > deadline:
+            raise _fail(
+                plan,
+                ray_dir,
+                f"rank {plan.rank} ({plan.host}): the head (rank 0, {plan.head_host}) wrote no "
+                f"address to {head_file} in time: did its task start?",
+            )
+        time.sleep(0.5)
+    head = json.loads(head_file.read_text("utf-8"))
+    address = f"{head['ip']}:{head['port']}"
+    _status(
+        plan,
+        ray_dir,
+        "waiting-for-head",
+        reason=f"no TCP connection to the head's Ray port {address} ({plan.head_host}) yet; "
+        "a firewall between the nodes?",
+    )
+    while not _reachable(head["ip"], int(head["port"])):
+        if done.exists():
+            return None
+        if time.monotonic() > deadline:
+            top = max(node_ports(plan).values())
+            raise _fail(
+                plan,
+                ray_dir,
+                f"rank {plan.rank} ({plan.host}): the Ray head at {address} "
+                f"({plan.head_host}) never answered: is TCP open from {plan.host} to "
+                f"{plan.head_host} on Ray's ports {plan.base_port}-{top}?",
+            )
+        time.sleep(1.0)
+    return head
+
+
+def _run_worker(plan: RayNodePlan, job_dir: Path, env: Mapping[str, str], timeout_s: float) -> str:
+    ray_dir = job_dir / "ray"
+    done = ray_dir / f"done-{plan.session}"
+    _status(plan, ray_dir, "waiting-for-head")
+    head = _wait_for_head(plan, ray_dir, time.monotonic() + timeout_s)
+    if head is None:
+        return "worker"
+    head_ip, port = str(head["ip"]), int(head["port"])
+    node_ip = node_address(plan, env, head_ip=head_ip)
+    ray_env = _ray_env(job_dir, create=False)
+    log = ray_dir / f"worker{plan.rank}-{plan.session}.log"
+    _status(plan, ray_dir, "joining", ip=node_ip, head=f"{head_ip}:{port}")
+    cmd = worker_command(plan, node_ip, head_ip, _ray_binary())
+    with _ray_process(cmd, log, ray_env) as worker:
+        lost_since: float | None = None
+        while not done.exists():
+            if worker.poll() is not None:
+                time.sleep(3.0)  # the head may be ending the job right now
+                if done.exists() or not _reachable(head_ip, port):
+                    break
+                raise _fail(
+                    plan,
+                    ray_dir,
+                    f"rank {plan.rank} ({plan.host}): its `ray start` exited with code "
+                    f"{worker.returncode} while the head still runs; the end of {log}:\n"
+                    + log_tail(log, LOG_TAIL_LINES),
+                )
+            if _reachable(head_ip, port):
+                lost_since = None
+            elif lost_since is None:
+                lost_since = time.monotonic()
+            elif time.monotonic() - lost_since > HEAD_LOST_S:
+                break
+            time.sleep(1.0)
+    return "worker"
 
 
 def run_on_slurm(
@@ -256,48 +317,21 @@ def run_on_slurm(
     *,
     gpus_per_node: int,
     env: Mapping[str, str] | None = None,
-    join_timeout_s: float = JOIN_TIMEOUT_S,
+    join_timeout_s: float | None = None,
 ) -> str:
-    """This task's part of the job's Ray cluster; the head returns ``run()``'s result."""
+    """This task's part of the job's Ray cluster; the head returns ``run()``'s result.
+
+    ``join_timeout_s`` (default: ``ROLLCLI_RAY_JOIN_TIMEOUT``, else 600) bounds how long the
+    head waits for every node and a worker for the head; past it a :class:`RayClusterError`
+    names what is missing."""
+    env = os.environ if env is None else env
+    plan = plan_from_env(env, gpus_per_node=gpus_per_node)
+    if join_timeout_s is None:
+        join_timeout_s = float(env.get("ROLLCLI_RAY_JOIN_TIMEOUT") or JOIN_TIMEOUT_S)
     job_dir = Path(job_dir)
-    plan = plan_from_env(os.environ if env is None else env, gpus_per_node=gpus_per_node)
-    ray_dir = job_dir / "ray"
-    done = ray_dir / f"done-{plan.job_id}"
-    node_ip, head_ip = _resolve(plan.host), _resolve(plan.head_host)
-    address = f"{head_ip}:{plan.base_port}"
     if plan.is_head:
-        done.unlink(missing_ok=True)
-        ray_env = _ray_env(job_dir, create=True, timeout_s=0)
-        cmd = head_command(plan, node_ip, _ray_binary())
-        try:
-            with _ray_process(cmd, ray_dir / f"head-{plan.job_id}.log", ray_env) as head:
-                os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=ray_env["RAY_AUTH_TOKEN"])
-                joined = _wait_for_cluster(address, plan, join_timeout_s, head)
-                atomic_write_text(
-                    ray_dir / f"cluster-{plan.job_id}.json", json.dumps(joined) + "\n"
-                )
-                os.environ["RAY_ADDRESS"] = address
-                return run()
-        finally:
-            atomic_write_text(done, "done\n")
-    ray_env = _ray_env(job_dir, create=False, timeout_s=join_timeout_s)
-    deadline = time.monotonic() + join_timeout_s
-    while not _reachable(head_ip, plan.base_port):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the Ray head at {address} did not come up")
-        time.sleep(1.0)
-    cmd = worker_command(plan, node_ip, head_ip, _ray_binary())
-    with _ray_process(cmd, ray_dir / f"worker{plan.rank}-{plan.job_id}.log", ray_env) as worker:
-        lost_since: float | None = None
-        while not done.exists() and worker.poll() is None:
-            if _reachable(head_ip, plan.base_port):
-                lost_since = None
-            elif lost_since is None:
-                lost_since = time.monotonic()
-            elif time.monotonic() - lost_since > HEAD_LOST_S:
-                break
-            time.sleep(1.0)
-    return "worker"
+        return _run_head(plan, job_dir, run, env, join_timeout_s)
+    return _run_worker(plan, job_dir, env, join_timeout_s)
 
 
 def _probe() -> str:
@@ -325,6 +359,8 @@ def _probe() -> str:
             "nodes": [
                 {
                     "node_id": n["NodeID"],
+                    "host": n["NodeManagerHostname"],
+                    "ip": n["NodeManagerAddress"],
                     "port": n["NodeManagerPort"],
                     "gpus": n["Resources"].get("GPU", 0),
                 }
@@ -348,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("job_dir", type=Path)
     parser.add_argument("--probe", action="store_true", required=True)
     parser.add_argument("--gpus-per-node", type=int, default=0)
-    parser.add_argument("--join-timeout", type=float, default=JOIN_TIMEOUT_S)
+    parser.add_argument("--join-timeout", type=float, default=None)
     args = parser.parse_args(argv)
     result = run_on_slurm(
         args.job_dir, _probe, gpus_per_node=args.gpus_per_node, join_timeout_s=args.join_timeout

@@ -211,9 +211,19 @@ class SlurmJobRunner(Checkpointable):
         self._stop = threading.Event()
         nodes = int(os.environ.get("SLURM_JOB_NUM_NODES", "1") or 1)
         if nodes > 1:
-            from rollcli.launch.ray_bootstrap import run_on_slurm
+            from rollcli.launch.ray_bootstrap import RayClusterError, run_on_slurm
 
-            return run_on_slurm(job_dir, self._run_in_thread, gpus_per_node=self.gpus_per_node)
+            try:
+                return run_on_slurm(job_dir, self._run_in_thread, gpus_per_node=self.gpus_per_node)
+            except RayClusterError as error:  # the head's message names the missing node
+                if error.rank == 0:
+                    set_status(
+                        job_dir,
+                        "failed",
+                        only_from={"pending", "running", "cancelled"},
+                        error_tail=str(error),
+                    )
+                raise
         return self._run_in_thread()
 
     def _run_in_thread(self) -> str:

@@ -1,6 +1,7 @@
-"""The Ray bootstrap of multi-node verl jobs: pure planning (hostnames, ranks, ports, commands)
-and a real two-task run on the local Slurm cluster (head and worker on one machine, distinct
-ports, fake GPUs declared to Ray) that checks every node joined and ran a task."""
+"""The Ray bootstrap of multi-node verl jobs: pure planning (hostnames, ranks, ports, commands,
+addresses), the join report, and a real two-task run on the one-node Slurm cluster (head and
+worker on one machine, distinct ports, fake GPUs declared to Ray) that checks every node joined
+and ran a task. Across two nodes: test_multinode.py."""
 
 from __future__ import annotations
 
@@ -14,12 +15,15 @@ from pathlib import Path
 import pytest
 
 from rollcli.launch.ray_bootstrap import (
+    RayClusterError,
     head_command,
+    node_address,
     node_ports,
     plan_from_env,
     slurm_hostnames,
     worker_command,
 )
+from rollcli.launch.ray_join import join_report, read_statuses, write_status
 from rollcli.testing.slurm import cluster_answers
 
 ENV3 = {
@@ -71,6 +75,66 @@ def test_head_and_worker_commands():
     cmd = worker_command(worker, "10.0.0.3", "10.0.0.1")
     assert "--address=10.0.0.1:30000" in cmd and "--node-ip-address=10.0.0.3" in cmd
     assert "--head" not in cmd
+
+
+def test_addresses_not_hostname_luck():
+    one_host = plan_from_env(
+        {
+            **ENV3,
+            "SLURM_JOB_NODELIST": "localhost",
+            "SLURM_JOB_NUM_NODES": "1",
+            "SLURM_NTASKS": "2",
+        },
+        gpus_per_node=0,
+    )
+    assert node_address(one_host, {}) == "127.0.0.1"  # every task on this host: loopback is fine
+    assert node_address(one_host, {"ROLLCLI_RAY_NODE_IP": "10.9.8.7"}) == "10.9.8.7"
+    assert node_address(one_host, {}, head_ip="127.0.0.1") == "127.0.0.1"  # the route to the head
+    # a multi-host job whose head name resolves only to loopback (Debian's 127.0.1.1): refuse
+    two = plan_from_env(
+        {**ENV3, "SLURM_JOB_NODELIST": "localhost,gpu02", "SLURM_JOB_NUM_NODES": "2",
+         "SLURM_NTASKS": "2", "SLURM_NODEID": "0"},
+        gpus_per_node=0,
+    )  # fmt: skip
+    with pytest.raises(RayClusterError, match="ROLLCLI_RAY_NODE_IP") as error:
+        node_address(two, {})
+    assert error.value.rank == 0 and "resolves only to 127.0.0.1" in str(error.value)
+    unknown = type(two)(**{**two.__dict__, "hostnames": ("no-such-host.invalid", "gpu02")})
+    with pytest.raises(RayClusterError, match="cannot resolve its own hostname"):
+        node_address(unknown, {})
+
+
+def test_session_counts_requeues():
+    plan = plan_from_env({**ENV3, "SLURM_NODEID": "1"}, gpus_per_node=8)
+    again = plan_from_env(
+        {**ENV3, "SLURM_NODEID": "1", "SLURM_RESTART_COUNT": "2"}, gpus_per_node=8
+    )
+    assert (plan.session, again.session) == ("4242.0", "4242.2")
+
+
+def test_join_report_names_each_missing_node_and_why(tmp_path):
+    hosts = ("gpu01", "gpu02", "gpu03", "cpu7")
+    for rank, stage, info in (
+        (1, "waiting-for-head", {"reason": "no TCP connection to 10.0.0.1:30000"}),
+        (2, "joining", {"ip": "10.0.0.3", "head": "10.0.0.1:30000"}),
+    ):
+        write_status(tmp_path, rank=rank, host=hosts[rank], session="7.0", stage=stage, **info)
+    (tmp_path / "worker2-7.0.log").write_text("raylet: connection refused\n")
+    joined = {0: {"host": "gpu01", "ip": "10.0.0.1"}}
+    statuses = read_statuses(tmp_path, "7.0", range(1, 4))
+    report = join_report(
+        hostnames=hosts,
+        joined=joined,
+        statuses=statuses,
+        waited_s=61,
+        ray_dir=tmp_path,
+        session="7.0",
+    )
+    assert "incomplete after 61s: 1 of 4 nodes joined (gpu01 10.0.0.1)" in report
+    assert "rank 1 (gpu02): waiting for the head for" in report and "10.0.0.1:30000" in report
+    assert "rank 2 (gpu03, 10.0.0.3): its `ray start` has run for" in report
+    assert "rank 3 (cpu7): no word from its task" in report
+    assert str(tmp_path / "worker2-7.0.log") in report and "worker1-7.0.log" not in report
 
 
 def test_inconsistent_environment_is_an_error():
