@@ -25,13 +25,17 @@ def cpu_environment() -> dict[str, str]:
     }
 
 
-def cpu_overrides(num_cpus: int = 8) -> dict[str, Any]:
-    """verl overrides of the CPU path: fp32 eager FSDP2 on gloo, hf rollouts, fake GPUs for Ray."""
+def cpu_overrides(num_cpus: int = 8, *, multinode: bool = False) -> dict[str, Any]:
+    """verl overrides of the CPU path: fp32 eager FSDP2 on gloo, hf rollouts, fake GPUs for Ray.
+
+    One node: a private local Ray cluster with one fake GPU. ``multinode``: the job's Ray
+    cluster (``RAY_ADDRESS``, started by rollcli.launch.ray_bootstrap with the fake GPUs), which
+    ``ray.init`` must join without resource arguments; ``trainer.nnodes`` is then the caller's.
+    """
     env = cpu_environment()
     overrides: dict[str, Any] = {
         "trainer.device": "cpu",
         "trainer.n_gpus_per_node": 1,
-        "trainer.nnodes": 1,
         "actor_rollout_ref.rollout.name": "hf",
         "actor_rollout_ref.rollout.tensor_model_parallel_size": 1,
         "actor_rollout_ref.rollout.agent.num_workers": 1,
@@ -49,12 +53,18 @@ def cpu_overrides(num_cpus: int = 8) -> dict[str, Any]:
         "actor_rollout_ref.model.use_remove_padding": False,
         "actor_rollout_ref.model.enable_gradient_checkpointing": False,
         "+actor_rollout_ref.model.override_config.attn_implementation": "eager",
-        # always a private local cluster: never join a Ray head someone else started on this host
-        "+ray_kwargs.ray_init.address": "local",
-        "+ray_kwargs.ray_init.num_gpus": 1,
-        "+ray_kwargs.ray_init.num_cpus": num_cpus,
-        "+ray_kwargs.ray_init.include_dashboard": False,
     }
+    if not multinode:
+        overrides.update(
+            {
+                "trainer.nnodes": 1,
+                # a private local cluster: never join a Ray head someone else started here
+                "+ray_kwargs.ray_init.address": "local",
+                "+ray_kwargs.ray_init.num_gpus": 1,
+                "+ray_kwargs.ray_init.num_cpus": num_cpus,
+                "+ray_kwargs.ray_init.include_dashboard": False,
+            }
+        )
     for key, value in env.items():
         overrides[f"+ray_kwargs.ray_init.runtime_env.env_vars.{key}"] = value
     return overrides

@@ -69,9 +69,17 @@ def render_value(value: Any) -> str:
 
 
 def _cluster(backend: VerlConfig, launch: Mapping[str, Any]) -> tuple[int, int]:
-    if backend.device == "cpu":
-        return 1, 1
     nnodes = backend.nnodes or int(launch.get("nodes", 1) or 1)
+    if backend.device == "cpu":
+        # one FSDP worker per node, on the one fake GPU Ray is told the node has (REFERENCE §5);
+        # on several nodes that GPU is the job's: the Ray bootstrap declares launch.gpus_per_node
+        if nnodes > 1 and int(launch.get("gpus_per_node", 0) or 0) != 1:
+            raise ValueError(
+                "backend.device 'cpu' on launch.nodes > 1 needs launch.gpus_per_node: 1 (each "
+                "node's one fake GPU, which Ray schedules verl's worker on), got "
+                f"{launch.get('gpus_per_node', 0)}"
+            )
+        return nnodes, 1
     gpus = backend.gpus_per_node or int(launch.get("gpus_per_node", 1) or 1)
     return nnodes, gpus
 
@@ -188,7 +196,7 @@ def compile_overrides(job: Mapping[str, Any], paths: VerlPaths) -> list[str]:
     if backend.device == "cpu":
         from rollcli.backends.verl.cpu_settings import cpu_overrides
 
-        o.update(cpu_overrides())
+        o.update(cpu_overrides(multinode=nnodes > 1))
     lines = [f"{key}={render_value(value)}" for key, value in o.items()]
     for key, value in backend.verl_overrides.items():
         lines.append(f"++{key.lstrip('+')}={render_value(value)}")

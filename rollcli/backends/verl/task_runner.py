@@ -3,7 +3,8 @@
 ``verl.trainer.main_ppo.run_ppo(config, task_runner_class=RollcliTaskRunner)`` starts this Ray
 actor; it registers the actor/rollout workers and resource pools exactly as verl's
 ``main_ppo_v0.TaskRunner`` does, then builds :class:`~rollcli.backends.verl.trainer.RollcliPPOTrainer`
-for the job named by ``config.rollcli.job_dir`` and runs its ``fit()``.
+for the job named by ``config.rollcli.job_dir``, records where its workers run
+(``verl/workers.json``) and runs its ``fit()``.
 """
 
 from __future__ import annotations
@@ -70,9 +71,35 @@ class RollcliTaskRunner(BaseTaskRunner):
         )
         try:
             trainer.init_workers()
+            _record_placement(trainer.actor_rollout_wg.workers, job_dir)
             trainer.fit()
         finally:
             _release(resource_pool_manager)
+
+
+def _where(actor: object) -> dict:
+    """Run inside a worker actor (``__ray_call__``): the host, address and process it runs in."""
+    import os
+    import socket
+
+    return {
+        "host": socket.gethostname(),
+        "ip": ray.util.get_node_ip_address(),
+        "node_id": ray.get_runtime_context().get_node_id(),
+        "pid": os.getpid(),
+        "rank": int(os.environ.get("RANK", "-1")),
+        "world_size": int(os.environ.get("WORLD_SIZE", "-1")),
+        "master": f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}",
+    }
+
+
+def _record_placement(workers, job_dir: Path) -> None:
+    """``<job>/verl/workers.json``: where each actor/rollout worker runs (one per GPU; on
+    several nodes, the proof that the job spans them)."""
+    from rollcli.store.atomic import atomic_write_json
+
+    rows = ray.get([worker.__ray_call__.remote(_where) for worker in workers], timeout=120)
+    atomic_write_json(job_dir / "verl" / "workers.json", {"actor_rollout": rows})
 
 
 def _release(resource_pool_manager) -> None:
