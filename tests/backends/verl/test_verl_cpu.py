@@ -131,3 +131,27 @@ def test_vigor_uneven_groups_and_minibatches(tmp_path, ray_cluster, trace, check
     assert len(sizes) > 1  # refined prompts got more rollouts than dropped ones
     assert all(len(t["rounds"]) >= 2 for t in trace(job))
     assert any(m["train/pad_rows"] > 0 for m in metrics)
+
+
+def test_greso_refill_rounds_drop_constant_groups(tmp_path, ray_cluster, trace, check_consistency):
+    # B = 4 informative groups of 4; rounds of at most 4 prompts, refills of at least 2; a pool of
+    # 12 prompts, so the last steps run in epoch 1, where p_easy / p_hard adapt
+    allocator = {
+        "kind": "greso",
+        "n": 4,
+        "sampling_factor": 1.0,
+        "min_sampling_factor": 0.5,
+        "max_rounds": 4,
+        "on_max_rounds": "stop",
+    }
+    job = write_job(tmp_path / "greso", allocator, steps=4, rollouts=16, train_max_samples=12)
+    run(job)
+    metrics = check_consistency(job)
+    for t, m in zip(trace(job), metrics, strict=True):
+        sizes = [len(r["items"]) for r in t["rounds"]]
+        assert sizes[0] == 4 and all(2 <= s <= 4 for s in sizes[1:])
+        assert m["alloc/rounds"] == len(sizes) and m["alloc/rolled_out"] == sum(sizes)
+        assert len(t["groups"]) <= 4 and m["alloc/informative"] >= len(t["groups"])
+        for g in t["groups"]:  # only informative groups train, each of n rollouts
+            assert len(g["refs"]) == 4 and max(g["rewards"]) > min(g["rewards"])
+    assert metrics[-1]["epoch"] >= 1 and metrics[-1]["alloc/adaptations"] >= 1
