@@ -54,11 +54,12 @@ from sim_targets import Scenario, TargetPlan, run_all, target_tables  # noqa: E4
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "benchmarks" / "core.md"
 # Knobs changed from the defaults, and why: a run that raises at its give-up point measures
-# nothing, so DAPO trains on what it has after max_gen_batches and PC ends the step after
-# max_rounds (both documented alternatives of their allocators).
+# nothing, so DAPO trains on what it has after max_gen_batches and PC and GRESO end the step
+# after max_rounds (documented alternatives of their allocators).
 OVERRIDES: dict[str, dict[str, Any]] = {
     "dynamic": {"on_max_gen_batches": "train"},
     "pilot_commit": {"on_max_rounds": "stop"},
+    "greso": {"on_max_rounds": "stop"},
 }
 BUDGET = 4096
 SEEDS = list(range(10))
@@ -382,9 +383,12 @@ def main(argv: list[str] | None = None) -> None:
     from rollcli.store.atomic import atomic_write_text
 
     if only is not None:
+        # CPU times inflate on an oversubscribed machine (shared caches): say how loaded it was
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
         note = (
             f"{PARTS[only]} rerun alone: `{command(argv)}` ({elapsed:.0f} s wall, "
-            f"{cpu:.0f} s CPU in this process), {now}; the other tables are from the run above."
+            f"{cpu:.0f} s CPU in this process, load average {load:.1f} on "
+            f"{os.cpu_count()} CPUs), {now}; the other tables are from the run above."
         )
         text = replace_part(OUT.read_text(), PARTS[only], [to_markdown(*t) for t in rendered], note)
         atomic_write_text(OUT, text)

@@ -1,7 +1,8 @@
 """The frame MoPPS and SPO share: a Beta(a, b) per prompt, one ask of B prompts x n per step.
 
 A subclass chooses the step's prompts from its parameters (:meth:`BetaSelector._choose`) and
-updates them when told (``_tell``, appending one group per outcome to ``self._groups``);
+updates them when told (``_tell``, vectorised over :meth:`BetaSelector._told`, appending one
+group per outcome to ``self._groups``);
 everything else (batch size, the one ask, groups, statistics, state) is here.
 """
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from rollcli.allocators.api import Ask, AskItem, BaseAllocator, Group
+from rollcli.allocators.api import Ask, AskItem, BaseAllocator, Group, Outcome
 from rollcli.allocators.state import array_from_json, array_to_json, group_from_json, group_to_json
 
 __all__ = ["BetaSelector"]
@@ -59,6 +60,12 @@ class BetaSelector(BaseAllocator):
         chosen = self._choose()
         n = self.config.n
         return Ask(tuple([AskItem(p, n, "main") for p in chosen])) if chosen else None
+
+    def _told(self, outcomes: list[Outcome]) -> tuple[np.ndarray, np.ndarray]:
+        """The told prompt ids and their rewards as a (prompts, n) matrix (every item asked n)."""
+        ids = np.fromiter((o.prompt_id for o in outcomes), np.int64, len(outcomes))
+        rewards = np.concatenate([o.rewards for o in outcomes]) if outcomes else np.zeros(0)
+        return ids, rewards.reshape(len(outcomes), self.config.n)
 
     def _train_groups(self) -> list[Group]:
         groups, self._groups = self._groups, []

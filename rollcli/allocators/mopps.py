@@ -140,13 +140,9 @@ class MoppsAllocator(BetaSelector):
         return chosen.tolist()
 
     def _tell(self, outcomes: list[Outcome]) -> None:
-        cfg = self.config
-        lam = cfg.decay
-        for o in outcomes:
-            successes = float(np.count_nonzero(o.rewards >= 1.0))
-            p = o.prompt_id
-            self.alpha[p] = lam * self.alpha[p] + (1 - lam) * cfg.prior_alpha + successes
-            self.beta[p] = (
-                lam * self.beta[p] + (1 - lam) * cfg.prior_beta + (o.num_rollouts - successes)
-            )
-            self._groups.append(Group(p, o.refs, o.rewards))
+        ids, rewards = self._told(outcomes)
+        cfg, lam = self.config, self.config.decay
+        successes = np.count_nonzero(rewards >= 1.0, axis=1).astype(float)
+        self.alpha[ids] = lam * self.alpha[ids] + (1 - lam) * cfg.prior_alpha + successes
+        self.beta[ids] = lam * self.beta[ids] + (1 - lam) * cfg.prior_beta + (cfg.n - successes)
+        self._groups += [Group(o.prompt_id, o.refs, o.rewards) for o in outcomes]

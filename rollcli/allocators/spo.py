@@ -110,11 +110,14 @@ class SpoAllocator(BetaSelector):
         return chosen
 
     def _tell(self, outcomes: list[Outcome]) -> None:
-        rho, baseline = self.config.rho, self.config.advantage == "baseline"
-        for o in outcomes:
-            p = o.prompt_id
-            p_hat = float(self.alpha[p] / (self.alpha[p] + self.beta[p]))
-            wins = float(o.rewards.sum())
-            self.alpha[p] = rho * self.alpha[p] + wins
-            self.beta[p] = rho * self.beta[p] + (o.num_rollouts - wins)
-            self._groups.append(Group(p, o.refs, o.rewards, p_hat if baseline else None))
+        ids, rewards = self._told(outcomes)
+        rho, n = self.config.rho, self.config.n
+        p_hat = self.posterior_mean(ids)  # before the update: the baseline
+        wins = rewards.sum(axis=1)
+        self.alpha[ids] = rho * self.alpha[ids] + wins  # ids are distinct within an ask
+        self.beta[ids] = rho * self.beta[ids] + (n - wins)
+        baselines = p_hat.tolist() if self.config.advantage == "baseline" else [None] * len(ids)
+        self._groups += [
+            Group(o.prompt_id, o.refs, o.rewards, b)
+            for o, b in zip(outcomes, baselines, strict=True)
+        ]
