@@ -4,28 +4,42 @@ Three parts, each printing a Markdown table (and writing JSON next to ``--out``)
 
 ``timing``      per-step seconds of generate / allocate / update and per-evaluation seconds, at
                 64 and 256 rollouts per step (uniform, n=8), wall and process CPU time.
-``allocators``  the jobs of ``experiments/tiny-allocators.yaml`` (every allocator x ``--seeds``
-                seeds) run through the real train loop (``rollcli.jobs.train.run_train_job``), two
-                processes at a time, each torch single-threaded; then rollouts-to-target and
-                tokens-to-target against GRPO, with the final accuracy beside each speedup.
+``allocators``  the jobs of a spec (``--spec``, default ``experiments/tiny-allocators.yaml``;
+                every allocator, or ``--allocators``, x ``--seeds`` seeds, plus the baseline at
+                each learning rate of ``--lr-grid``) run through the real train loop
+                (``rollcli.jobs.train.run_train_job``), ``--parallel`` niced processes at a time,
+                each torch single-threaded, CPU seconds measured per job; then rollouts-to-target
+                and tokens-to-target against the baseline at the spec's learning rate and against
+                the best baseline of the grid, with final accuracy, generated and trained rollouts.
 ``quickstart``  wall time of ``rollcli run`` on a spec, with a fresh base-model cache (the
                 one-time build included).
 
     python benchmarks/bench_tiny.py timing
-    nice python benchmarks/bench_tiny.py allocators --seeds 5 --out /tmp/bench-tiny
+    nice python benchmarks/bench_tiny.py allocators --seeds 5 --lr-grid 1e-4,2e-4,6e-4 --target 0.90
+    nice python benchmarks/bench_tiny.py allocators --spec experiments/tiny-paper.yaml --seeds 5 \
+        --lr-grid 1e-4,2e-4,6e-4 --target 0.93
+    python benchmarks/bench_tiny.py allocators --allocators grpo --set budget.rollouts_per_step=128
     python benchmarks/bench_tiny.py quickstart --spec experiments/quickstart.yaml
 
-Targets: ``fixed`` (an accuracy every allocator reaches, ``--target``) and ``grpo-final`` (the
-mean final accuracy of the GRPO seeds, the spec's ``at: final``). A crossing is interpolated
-linearly between evaluations; a seed that never crosses is "not reached" and left out of the mean
-(the table says how many reached); a speedup needs a majority of seeds of both allocators to
-reach the target, else it is nan. Speedup = GRPO's mean / the allocator's mean, with a 90 %
-bootstrap interval over seeds.
+Finished jobs are kept under ``<out>/jobs/<label>-s<seed>-<config hash>`` and reused by any later
+call with the same settings (``--out`` is the cache; ``--cache`` is the base-model cache).
+
+Targets: ``fixed`` (``--target``, an accuracy) and ``<baseline>-final`` (the mean final accuracy
+of the baseline's seeds, the spec's ``at: final``). Crossings follow ``rollcli report``
+(rollcli.analysis.stats): the first crossing of the *seed-mean* curve, linear between
+evaluations; not reached is a bound (``>=``), never a number. Speedup = baseline rollouts /
+allocator rollouts; 95 % intervals are ``rollcli report``'s paired seed bootstrap with expanded
+percentiles (the ``-final`` target re-estimated in every resample). "reached" counts the seeds
+whose own curve crosses. The best baseline is the grid point with the fewest rollouts to the
+first target (misses and ties: higher final accuracy).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
+import math
 import os
 import shutil
 import subprocess
@@ -118,164 +132,301 @@ def timing_table(results: list[dict[str, Any]]) -> str:
 
 
 # -- allocators -----------------------------------------------------------------------------------
-def _job_configs(spec_path: Path, seeds: list[int], cache: str | None) -> list[dict[str, Any]]:
+def _set(config: dict[str, Any], dotted: str, value: Any) -> None:
+    """``backend.lr=1e-4``-style override of a job config (the part before the first dot names
+    the section: backend, budget, eval)."""
+    section, _, key = dotted.partition(".")
+    if section not in ("backend", "budget", "eval") or not key:
+        raise SystemExit(f"--set {dotted}: expected backend.<knob>, budget.<knob> or eval.<knob>")
+    config[section][key] = value
+
+
+def _job_configs(
+    spec_path: Path,
+    seeds: list[int],
+    cache: str | None,
+    *,
+    only: list[str] | None = None,
+    overrides: list[tuple[str, Any]] = (),
+    lr_grid: list[float] = (),
+    baseline: str = "grpo",
+) -> list[dict[str, Any]]:
+    """One train-job config per (label, seed): the spec's allocators (or ``only`` of them), plus
+    the baseline at every learning rate of ``lr_grid`` (labels ``<baseline>@lr=<lr>``)."""
     spec = yaml.safe_load(spec_path.read_text())
-    backend = dict(spec["backend"])
-    if cache:
-        backend["cache_dir"] = cache
+    allocators = dict(spec["allocators"])
+    unknown = sorted(set(only or []) - set(allocators))
+    if unknown:
+        raise SystemExit(f"--allocators: {unknown} not in {spec_path} (has {sorted(allocators)})")
+    variants: list[tuple[str, str, dict[str, Any]]] = [
+        (name, name, {}) for name in allocators if not only or name in only
+    ]
+    variants += [(f"{baseline}@lr={lr:g}", baseline, {"lr": lr}) for lr in lr_grid]
     jobs = []
-    for name, alloc in spec["allocators"].items():
+    for label, name, backend_extra in variants:
         for seed in seeds:
-            jobs.append(
-                {
-                    "experiment": "bench-tiny",
-                    "job": {
-                        "id": f"{name}-{seed}",
-                        "type": "train",
-                        "allocator": name,
-                        "seed": seed,
-                    },
-                    "backend": backend,
-                    "allocator": dict(alloc),
-                    "budget": dict(spec["budget"]),
-                    "eval": dict(spec.get("eval") or {"every": 10}),
-                    "checkpoint": {"every": 1},
-                }
-            )
+            job = {
+                "experiment": "bench-tiny",
+                "job": {"id": label, "type": "train", "allocator": label, "seed": seed},
+                "backend": dict(spec["backend"]),
+                "allocator": dict(allocators[name]),
+                "budget": dict(spec["budget"]),
+                "eval": dict(spec.get("eval") or {"every": 10}),
+                "checkpoint": {"every": 10},
+            }
+            for key, value in overrides:
+                _set(job, key, value)
+            job["backend"].update(backend_extra)
+            if cache:
+                job["backend"]["cache_dir"] = cache
+            jobs.append(job)
     return jobs
 
 
-def _run_job(job_dir: Path) -> float:
-    start = time.perf_counter()
-    code = "import sys; from rollcli.jobs.train import run_train_job; run_train_job(sys.argv[1])"
+def _job_key(job: dict[str, Any]) -> str:
+    """Content hash of what determines a job's results (not the base-model cache folder)."""
+    payload = {k: job[k] for k in ("backend", "allocator", "budget", "eval")}
+    payload = {**payload, "backend": {k: v for k, v in job["backend"].items() if k != "cache_dir"}}
+    payload["seed"] = job["job"]["seed"]
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
+
+
+_CHILD = (
+    "import json, sys, time\n"
+    "from rollcli.jobs.train import run_train_job\n"
+    "cpu = time.process_time()\n"
+    "run_train_job(sys.argv[1])\n"
+    "cpu = time.process_time() - cpu\n"
+    "open(sys.argv[1] + '/bench_cpu.json', 'w').write(json.dumps({'cpu_s': cpu}))\n"
+)
+
+
+def _run_job(job_dir: Path) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    log = (job_dir / "bench.log").open("w")
-    subprocess.run(
-        [sys.executable, "-c", code, str(job_dir)], check=True, env=env, stderr=log, stdout=log
-    )
-    return time.perf_counter() - start
+    with (job_dir / "bench.log").open("w") as log:
+        subprocess.run(
+            ["nice", "-n", "10", sys.executable, "-c", _CHILD, str(job_dir)],
+            check=True,
+            env=env,
+            stderr=log,
+            stdout=log,
+        )
 
 
-def run_allocators(
-    spec: Path, seeds: list[int], out: Path, parallel: int, cache: str | None
-) -> dict:
+def _finished(job_dir: Path, steps: int) -> bool:
+    rows = read_jsonl(job_dir / "metrics.jsonl") if (job_dir / "metrics.jsonl").exists() else []
+    return bool(rows) and rows[-1].get("step") == steps and (job_dir / "bench_cpu.json").exists()
+
+
+def run_allocators(jobs: list[dict[str, Any]], out: Path, parallel: int) -> dict[str, list[dict]]:
+    """Run (or reuse from ``out/jobs``) every job; ``{label: [per-seed result, ...]}``.
+
+    A job folder is named by the content hash of its config, so a later call with the same
+    settings (another table, a grid that contains the default) reuses finished jobs.
+    """
     from rollcli.backends.tiny import create_tiny_backend
 
-    jobs = _job_configs(spec, seeds, cache)
-    create_tiny_backend(jobs[0]["backend"], seed=0).close()  # build the base model once, up front
-    dirs = []
+    dirs, todo = [], []
     for job in jobs:
-        d = out / job["job"]["id"]
+        d = out / "jobs" / f"{job['job']['id']}-s{job['job']['seed']}-{_job_key(job)}"
         d.mkdir(parents=True, exist_ok=True)
-        (d / "config.yaml").write_text(yaml.safe_dump(job))
         dirs.append(d)
-    with ThreadPoolExecutor(parallel) as pool:
-        walls = list(pool.map(_run_job, dirs))
+        if not _finished(d, int(job["budget"]["steps"])):
+            (d / "config.yaml").write_text(yaml.safe_dump(job))
+            todo.append(d)
+    print(f"{len(jobs)} jobs: {len(jobs) - len(todo)} cached, {len(todo)} to run", flush=True)
+    if todo:
+        create_tiny_backend(jobs[0]["backend"], seed=0).close()  # build the base model up front
+        with ThreadPoolExecutor(parallel) as pool:
+            list(pool.map(_run_job, todo))
+    results: dict[str, list[dict]] = {}
+    for job, d in zip(jobs, dirs, strict=True):
+        results.setdefault(job["job"]["id"], []).append(
+            {
+                "seed": job["job"]["seed"],
+                "rows": read_jsonl(d / "metrics.jsonl"),
+                "cpu_s": json.loads((d / "bench_cpu.json").read_text())["cpu_s"],
+                "dir": str(d),
+            }
+        )
+    return results
+
+
+def _curves(runs: list[dict], axis: str) -> Any:
+    from rollcli.analysis.stats import SeedCurves
+
+    key = {"rollouts": "cum_rollouts", "tokens": "cum_tokens"}[axis]
+    curves = {}
+    for run in runs:
+        ev = [r for r in run["rows"] if "eval/accuracy" in r]
+        curves[run["seed"]] = (
+            np.array([r["step"] for r in ev], int),
+            np.array([r[key] for r in ev], float),
+            np.array([r["eval/accuracy"] for r in ev], float),
+        )
+    return SeedCurves.build(curves)
+
+
+def _mean_crossing(curves: Any, target: float) -> Any:
+    """Where the seed-mean curve first reaches ``target`` (rollcli.analysis's rule), as Bounded."""
+    from rollcli.analysis.curves import Bounded
+    from rollcli.analysis.stats import crossings
+
+    at, reached = crossings(*curves.mean_curves(curves.all_seeds()), np.array([target]))
+    return Bounded(float(at[0]), "exact" if reached[0] else "lower")
+
+
+def _speedup(base: dict[str, Any], alloc: dict[str, Any], target: Any, fixed: bool) -> dict:
+    """Speedup of ``alloc`` over ``base`` on rollouts and tokens with 95 % bootstrap intervals.
+
+    ``target`` is a number (``fixed``) or the baseline's final accuracy, which every resample
+    re-estimates from the baseline seeds it drew (as ``rollcli report`` does).
+    """
+    from rollcli.analysis.stats import bootstrap_speedups, ratio
+
+    value = target if fixed else float(base["rollouts"].finals.mean())
+    targets = (
+        (lambda idx: np.full(idx.shape[0], value))
+        if fixed
+        else (lambda idx: base["rollouts"].finals[idx].mean(axis=1))
+    )
+    intervals = bootstrap_speedups(base, alloc, targets)
     return {
-        d.name: {"rows": read_jsonl(d / "metrics.jsonl"), "wall_s": w}
-        for d, w in zip(dirs, walls, strict=True)
+        axis: {
+            "speedup": ratio(
+                _mean_crossing(base[axis], value), _mean_crossing(alloc[axis], value)
+            ).to_json(),
+            "ci95": intervals[axis],
+        }
+        for axis in ("rollouts", "tokens")
     }
 
 
-def _crossing(xs: np.ndarray, ys: np.ndarray, target: float) -> float | None:
-    """First interpolated crossing of the target (rollcli.analysis's rule), None if never."""
+def analyse(
+    results: dict[str, list[dict]], baseline: str, fixed_target: float | None
+) -> dict[str, Any]:
+    """Every label's curves, crossings and speedups against the default and the best-lr baseline.
+
+    Targets: ``fixed`` (``--target``) and ``<baseline>-final`` (the default baseline's mean final
+    accuracy). The best baseline is the ``<baseline>@lr=`` run (or the default one) with the
+    fewest rollouts to the fixed target on its seed-mean curve, ties and misses broken by the
+    higher final accuracy; speedups against it use the same target values.
+    """
     from rollcli.analysis.curves import first_crossing
 
-    return first_crossing(xs, ys, target).number()
-
-
-def _curve(rows: list[dict[str, Any]], axis: str) -> tuple[np.ndarray, np.ndarray]:
-    ev = [r for r in rows if "eval/accuracy" in r]
-    return np.array([r[axis] for r in ev], float), np.array([r["eval/accuracy"] for r in ev], float)
-
-
-def _bootstrap_ratio(
-    base: list[float], other: list[float], rng: np.random.Generator
-) -> tuple[float, float]:
-    if not base or not other:
-        return float("nan"), float("nan")
-    b, o = np.asarray(base), np.asarray(other)
-    ratios = [rng.choice(b, b.size).mean() / rng.choice(o, o.size).mean() for _ in range(2000)]
-    return float(np.percentile(ratios, 5)), float(np.percentile(ratios, 95))
-
-
-def analyse(results: dict, baseline: str, fixed_target: float) -> dict[str, Any]:
-    names = sorted({k.rsplit("-", 1)[0] for k in results}, key=lambda n: (n != baseline, n))
-    by_name = {
-        n: [v for k, v in sorted(results.items()) if k.rsplit("-", 1)[0] == n] for n in names
+    curves = {
+        label: {axis: _curves(runs, axis) for axis in ("rollouts", "tokens")}
+        for label, runs in results.items()
     }
-    finals = {n: [runs["rows"][-1]["eval/accuracy"] for runs in by_name[n]] for n in names}
-    targets = {"fixed": fixed_target, "grpo-final": float(np.mean(finals[baseline]))}
-    rng = np.random.default_rng(0)
-    table: dict[str, Any] = {"targets": targets, "allocators": {}}
-    for n in names:
+    base = curves[baseline]
+    targets: dict[str, float] = {f"{baseline}-final": float(base["rollouts"].finals.mean())}
+    if fixed_target is not None:
+        targets = {"fixed": fixed_target, **targets}
+    grid = [lab for lab in results if lab == baseline or lab.startswith(f"{baseline}@lr=")]
+    rank_target = targets.get("fixed", targets[f"{baseline}-final"])
+
+    def rank(label: str) -> tuple[float, float]:
+        hit = _mean_crossing(curves[label]["rollouts"], rank_target)
+        return (
+            hit.value if hit.exact else math.inf,
+            -float(curves[label]["rollouts"].finals.mean()),
+        )
+
+    best = min(grid, key=rank)
+    table: dict[str, Any] = {"targets": targets, "baseline": baseline, "best_baseline": best}
+    entries: dict[str, Any] = {}
+    for label, runs in results.items():
+        rows = [r["rows"] for r in runs]
+        finals = curves[label]["rollouts"].finals
+        steps = [len(r) - 1 for r in rows]
         entry: dict[str, Any] = {
-            "seeds": len(by_name[n]),
-            "final_accuracy_mean": float(np.mean(finals[n])),
-            "final_accuracy_std": float(np.std(finals[n])),
-            "total_rollouts_mean": float(
-                np.mean([r["rows"][-1]["cum_rollouts"] for r in by_name[n]])
+            "seeds": len(runs),
+            "final_accuracy_mean": float(finals.mean()),
+            "final_accuracy_std": float(finals.std()),
+            "generated_rollouts_mean": float(np.mean([r[-1]["cum_rollouts"] for r in rows])),
+            "trained_rollouts_mean": float(
+                np.mean([sum(x.get("rollouts_trained", 0) for x in r[1:]) for r in rows])
             ),
-            "job_wall_s_mean": float(np.mean([r["wall_s"] for r in by_name[n]])),
+            "cpu_s_mean": float(np.mean([r["cpu_s"] for r in runs])),
             "zero_var_frac_first10": float(
-                np.mean(
-                    [np.mean([x["zero_var_frac"] for x in r["rows"][1:11]]) for r in by_name[n]]
-                )
+                np.mean([np.mean([x["zero_var_frac"] for x in r[1:11]]) for r in rows])
             ),
             "zero_var_frac_last10": float(
-                np.mean(
-                    [np.mean([x["zero_var_frac"] for x in r["rows"][1:][-10:]]) for r in by_name[n]]
-                )
+                np.mean([np.mean([x["zero_var_frac"] for x in r[1:][-10:]]) for r in rows])
             ),
+            "accuracy_at_step": {},
+            "targets": {},
         }
+        eval_steps = curves[label]["rollouts"].steps
+        for frac in (1 / 3, 2 / 3, 1.0):  # the first evaluation at or after each fraction
+            step = int(eval_steps[np.searchsorted(eval_steps, frac * min(steps) - 1e-9)])
+            at = [next(x["eval/accuracy"] for x in r if x["step"] == step) for r in rows]
+            entry["accuracy_at_step"][step] = float(np.mean(at))
         for tname, target in targets.items():
-            for axis, label in (("cum_rollouts", "rollouts"), ("cum_tokens", "tokens")):
-                hits = [_crossing(*_curve(r["rows"], axis), target) for r in by_name[n]]
-                reached = [h for h in hits if h is not None]
-                entry[f"{label}_to_{tname}"] = reached
-                entry[f"{label}_to_{tname}_reached"] = f"{len(reached)}/{len(hits)}"
-        table["allocators"][n] = entry
-    base = table["allocators"][baseline]
-    for entry in table["allocators"].values():
-        for tname in targets:
-            for label in ("rollouts", "tokens"):
-                b, o = base[f"{label}_to_{tname}"], entry[f"{label}_to_{tname}"]
-                # a mean over the few seeds that reached the target flatters: require a majority
-                enough = 2 * len(b) > base["seeds"] and 2 * len(o) > entry["seeds"]
-                speed = float(np.mean(b) / np.mean(o)) if enough else float("nan")
-                entry[f"{label}_speedup_{tname}"] = speed
-                entry[f"{label}_speedup_{tname}_ci90"] = (
-                    _bootstrap_ratio(b, o, rng) if enough else (float("nan"), float("nan"))
-                )
+            fixed = tname == "fixed"
+            per_seed = [
+                first_crossing(
+                    np.array([x["cum_rollouts"] for x in r if "eval/accuracy" in x], float),
+                    np.array([x["eval/accuracy"] for x in r if "eval/accuracy" in x], float),
+                    target,
+                ).exact
+                for r in rows
+            ]
+            entry["targets"][tname] = {
+                "reached": f"{sum(per_seed)}/{len(per_seed)}",
+                "rollouts": _mean_crossing(curves[label]["rollouts"], target).to_json("{:,.0f}"),
+                "tokens": _mean_crossing(curves[label]["tokens"], target).to_json("{:,.0f}"),
+                "vs_default": _speedup(base, curves[label], target, fixed=fixed),
+                "vs_best": _speedup(curves[best], curves[label], target, fixed=True),
+            }
+        entries[label] = entry
+    table["allocators"] = entries
     return table
 
 
+def _fmt_speedup(result: dict[str, Any], is_base: bool = False) -> str:
+    if is_base:
+        return "1.00x (baseline)"
+    ci = result["ci95"]
+    text = result["speedup"]["display"]
+    text = text if text.startswith(("n/a", ">", "<")) else f"{text}x"
+    return f"{text} [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else text
+
+
 def allocator_table(table: dict[str, Any]) -> str:
-    out = []
+    """Markdown: one table per target, the lr grid, per-step accuracy and zero-variance share."""
+    base, best = table["baseline"], table["best_baseline"]
+    out = [f"Best baseline learning rate: `{best}` (fewest rollouts to the first target)."]
     for tname, target in table["targets"].items():
         out.append(f"\nTarget `{tname}` = accuracy {target:.3f}\n")
         out.append(
-            "| allocator | rollouts to target (mean) | speedup (90% CI) | tokens to target | "
-            "token speedup | reached | final accuracy | rollouts used |"
+            f"| allocator | reached | rollouts to target | speedup vs {base} [95% CI] | "
+            f"vs best {best} [95% CI] | token speedup vs {base} [95% CI] | final accuracy | "
+            "generated rollouts | trained rollouts | CPU s/job |"
         )
-        out.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for n, e in table["allocators"].items():
-            r, t = e[f"rollouts_to_{tname}"], e[f"tokens_to_{tname}"]
-            lo, hi = e[f"rollouts_speedup_{tname}_ci90"]
+            t = e["targets"][tname]
             out.append(
-                f"| {n} | {np.mean(r) if r else float('nan'):,.0f} | "
-                f"{e[f'rollouts_speedup_{tname}']:.2f}x ({lo:.2f}-{hi:.2f}) | "
-                f"{np.mean(t) if t else float('nan'):,.0f} | {e[f'tokens_speedup_{tname}']:.2f}x | "
-                f"{e[f'rollouts_to_{tname}_reached']} | "
+                f"| {n} | {t['reached']} | {t['rollouts']['display']} | "
+                f"{_fmt_speedup(t['vs_default']['rollouts'], n == base)} | "
+                f"{_fmt_speedup(t['vs_best']['rollouts'], n == best)} | "
+                f"{_fmt_speedup(t['vs_default']['tokens'], n == base)} | "
                 f"{e['final_accuracy_mean']:.3f} ± {e['final_accuracy_std']:.3f} | "
-                f"{e['total_rollouts_mean']:,.0f} |"
+                f"{e['generated_rollouts_mean']:,.0f} | {e['trained_rollouts_mean']:,.0f} | "
+                f"{e['cpu_s_mean']:.0f} |"
             )
-    out.append("\n| allocator | zero-variance share, steps 1-10 | last 10 steps | job wall s |")
-    out.append("|---|---:|---:|---:|")
+    steps = list(next(iter(table["allocators"].values()))["accuracy_at_step"])
+    out.append(
+        "\n| allocator | "
+        + " | ".join(f"accuracy at step {s}" for s in steps)
+        + " | zero-variance share, steps 1-10 | last 10 steps |"
+    )
+    out.append("|---|" + "---:|" * (len(steps) + 2))
     for n, e in table["allocators"].items():
+        cells = " | ".join(f"{e['accuracy_at_step'][s]:.3f}" for s in steps)
         out.append(
-            f"| {n} | {e['zero_var_frac_first10']:.2f} | {e['zero_var_frac_last10']:.2f} | "
-            f"{e['job_wall_s_mean']:.0f} |"
+            f"| {n} | {cells} | {e['zero_var_frac_first10']:.2f} | {e['zero_var_frac_last10']:.2f} |"
         )
     return "\n".join(out)
 
@@ -307,6 +458,20 @@ def bench_quickstart(spec: Path) -> dict[str, Any]:
     }
 
 
+def _parse_value(text: str) -> Any:
+    """An override's value: int, then float (YAML 1.1 reads ``1e-4`` as a string), then YAML."""
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return yaml.safe_load(text)
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in text)[:120]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -316,9 +481,32 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--parallel", type=int, default=2)
     parser.add_argument("--steps", type=int, default=30, help="timing: steps per setting")
-    parser.add_argument("--target", type=float, default=0.85, help="allocators: the fixed target")
+    parser.add_argument(
+        "--target", type=float, default=None, help="allocators: a fixed accuracy target"
+    )
+    parser.add_argument("--baseline", default="grpo", help="allocators: the baseline's name")
+    parser.add_argument(
+        "--allocators", default=None, help="allocators: comma-separated names (default: all)"
+    )
+    parser.add_argument(
+        "--lr-grid",
+        default="",
+        help="allocators: extra learning rates for the baseline, e.g. 1e-4,5e-4",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KNOB=VALUE",
+        help="allocators: override a job setting (backend., budget., eval.); repeatable",
+    )
     parser.add_argument("--cache", default=None, help="base-model cache dir (default: the usual)")
-    parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "bench-tiny")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path(tempfile.gettempdir()) / "bench-tiny",
+        help="output folder; finished jobs under <out>/jobs are reused",
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.part == "timing":
@@ -329,12 +517,33 @@ def main() -> None:
         atomic_write_json(args.out / "timing.json", results)
         print(timing_table(results))
     elif args.part == "allocators":
-        results = run_allocators(
-            args.spec, list(range(args.seeds)), args.out / "jobs", args.parallel, args.cache
+        overrides = []
+        for item in args.set:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise SystemExit(f"--set {item}: expected SECTION.KNOB=VALUE")
+            overrides.append((key, _parse_value(value)))
+        jobs = _job_configs(
+            args.spec,
+            list(range(args.seeds)),
+            args.cache,
+            only=args.allocators.split(",") if args.allocators else None,
+            overrides=overrides,
+            lr_grid=[float(x) for x in args.lr_grid.split(",") if x],
+            baseline=args.baseline,
         )
-        table = analyse(results, "grpo", args.target)
-        atomic_write_json(args.out / "allocators.json", table)
+        cpu0 = os.times()
+        results = run_allocators(jobs, args.out, args.parallel)
+        cpu1 = os.times()
+        table = analyse(results, args.baseline, args.target)
+        table["command"] = " ".join(sys.argv)
+        table["children_cpu_s"] = (cpu1.children_user - cpu0.children_user) + (
+            cpu1.children_system - cpu0.children_system
+        )
+        stem = args.spec.stem + "".join(f"_{x}" for x in args.set)
+        atomic_write_json(args.out / f"allocators-{_slug(stem)}.json", table)
         print(allocator_table(table))
+        print(f"\nchild CPU this call: {table['children_cpu_s']:.0f} s")
     else:
         result = bench_quickstart(args.spec)
         atomic_write_json(args.out / "quickstart.json", result)

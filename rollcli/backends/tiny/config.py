@@ -76,7 +76,7 @@ class TinyConfig:
     lr: float = 3e-4
     clip_eps: float = 0.2
     ppo_epochs: int = 1
-    num_minibatches: int = 1
+    num_minibatches: int = 4
     kl_coef: float = 0.0
     grad_clip: float = 1.0
     std_normalize: bool = True

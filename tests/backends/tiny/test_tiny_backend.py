@@ -149,7 +149,7 @@ def test_every_minibatch_clips_against_the_policy_before_the_update(tiny_cache: 
     # one epoch; a later mini-batch is scored by the moved policy against the old log-probs
     # and clips (a per-mini-batch recomputation would give ratio 1 again and clip nothing).
     knobs = {"lr": 3e-2, "clip_eps": 1e-3}
-    one = create_backend(micro_config(tiny_cache, **knobs), seed=0)
+    one = create_backend(micro_config(tiny_cache, num_minibatches=1, **knobs), seed=0)
     assert one.update(_informative_groups(one, list(range(4)), 4))["clip_frac"] == 0.0
     four = create_backend(micro_config(tiny_cache, num_minibatches=4, **knobs), seed=0)
     assert four.update(_informative_groups(four, list(range(4)), 4))["clip_frac"] > 0.0

@@ -54,7 +54,7 @@ def _comparable(rows: list[dict]) -> list[dict]:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("allocator", "minibatches"),
-    [("pilot_commit", 0), ("uniform", 0), ("uniform", 3), ("pilot_commit", 2)],
+    [("pilot_commit", 0), ("uniform", 0), ("uniform", 1), ("uniform", 3), ("pilot_commit", 2)],
 )
 def test_resume_after_sigkill_is_bit_exact(
     tmp_path: Path, tiny_cache: Path, allocator: str, minibatches: int
