@@ -49,6 +49,9 @@ class BaseBackend(abc.ABC):
         """Held-out evaluation. Must include ``accuracy`` (the headline number); may add more keys
         (``level1``, ``greedy``, ``mean@k``, per-benchmark accuracies)."""
 
+    def start_step(self, step: int) -> None:  # noqa: B027 - optional hook
+        """Step ``step`` (1-based) begins: called by the step routine before its first ask."""
+
     def retain(self, refs: Iterable[Any]) -> None:  # noqa: B027 - optional hook
         """Free every stored rollout whose ref is not in ``refs``."""
 

@@ -54,8 +54,15 @@ def write_job(
     eval_every: int = 3,
     seed: int = 0,
     backend: dict[str, Any] | None = None,
+    allocator: dict[str, Any] | None = None,
+    rollouts_per_step: int | None = None,
 ) -> Path:
-    allocator, budget = small_allocator(kind)
+    """Write ``job_dir/config.yaml``: the small config of ``kind`` (or ``allocator``) on a small
+    sim pool (or ``backend``), with a per-step budget it accepts (or ``rollouts_per_step``)."""
+    small, budget = small_allocator(kind)
+    allocator = allocator or small
+    kind = allocator["kind"]
+    budget = rollouts_per_step or budget
     config = {
         "experiment": "test",
         "job": {"id": f"{kind}-{seed}", "type": "train", "allocator": kind, "seed": seed},

@@ -1,19 +1,25 @@
-"""The generic step loop for the sim and tiny backends: steps, metrics rows, checkpoints, resume.
+"""The one step routine of every backend: steps, metrics rows, their cadence, checkpoints, resume.
 
-:class:`~rollcli.train.loop.TrainLoop` is the step loop itself, :func:`run_loop_job` runs one
-as a job (metrics file, checkpoints, resume) and :mod:`rollcli.train.checkpoint` writes the
-atomic checkpoint files. A train *job* starts in ``rollcli.jobs.train.run_train_job``, which
+:class:`~rollcli.train.loop.TrainLoop` is the step loop itself, :mod:`rollcli.train.rows` builds
+its metrics rows, :func:`~rollcli.train.drive.drive_loop` its step/checkpoint cadence,
+:func:`run_loop_job` runs one as a job of the sim or tiny backend (metrics file, checkpoints,
+resume) and :mod:`rollcli.train.checkpoint` writes the atomic checkpoint files. verl's trainer
+runs the same loop and cadence from inside (``rollcli.backends.verl.steps``). A train *job* starts in ``rollcli.jobs.train.run_train_job``, which
 creates the backend and the allocator from the job's config (this package creates neither).
 """
 
 from typing import Any
 
 from rollcli.train.checkpoint import list_checkpoints, load_latest_checkpoint, save_checkpoint
+from rollcli.train.drive import drive_loop
 from rollcli.train.job import run_loop_job
 from rollcli.train.loop import TrainLoop
+from rollcli.train.rows import mean_group_variance
 
 __all__ = [
     "TrainLoop",
+    "drive_loop",
+    "mean_group_variance",
     "list_checkpoints",
     "load_latest_checkpoint",
     "run_loop_job",

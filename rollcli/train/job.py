@@ -3,8 +3,9 @@
 :func:`run_loop_job` takes a ready :class:`~rollcli.train.loop.TrainLoop` (the backend and the
 allocator are created by ``rollcli.jobs.train`` from the job's config), resumes it from the
 newest checkpoint (dropping metrics rows written after it, so a resumed run writes exactly the
-rows of an uninterrupted one), runs it to its last step, appends one row per step, checkpoints
-every ``checkpoint_every`` steps, at the end, and when ``stop`` is set (then returns).
+rows of an uninterrupted one), and drives it with :func:`rollcli.train.drive.drive_loop` (the
+cadence verl's trainer shares): one row per step appended to ``metrics.jsonl``, a checkpoint
+every ``checkpoint_every`` steps, at the end, and when ``stop`` is set (then it returns).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from rollcli.store.atomic import append_jsonl, read_jsonl_lenient, rewrite_jsonl
 from rollcli.store.folders import JobFolder
 from rollcli.train.checkpoint import load_latest_checkpoint, save_checkpoint
+from rollcli.train.drive import drive_loop
 from rollcli.train.loop import TrainLoop
 
 __all__ = ["run_loop_job"]
@@ -37,8 +39,6 @@ def run_loop_job(
     callbacks: Sequence[Callback] = (),
 ) -> None:
     """Run (or resume) ``loop`` in ``job_dir`` to its last step or until ``stop`` is set."""
-    if checkpoint_every < 0:
-        raise ValueError(f"checkpoint.every must be >= 0, got {checkpoint_every}")
     folder = JobFolder(job_dir)
     saved_step = _resume(loop, folder)
 
@@ -48,7 +48,6 @@ def run_loop_job(
             callback(row)
 
     def checkpoint() -> None:
-        nonlocal saved_step
         save_checkpoint(
             folder.path,
             step=loop.step,
@@ -57,18 +56,15 @@ def run_loop_job(
             backend=loop.backend.state_dict(),
             keep=keep,
         )
-        saved_step = loop.step
 
-    if saved_step is None:
-        emit(loop.initial_row())
-    while not loop.done:
-        if stop is not None and stop.is_set():
-            break
-        emit(loop.run_step())
-        if checkpoint_every and loop.step % checkpoint_every == 0:
-            checkpoint()
-    if saved_step != loop.step and loop.step > 0:
-        checkpoint()
+    drive_loop(
+        loop,
+        emit=emit,
+        save=checkpoint,
+        save_every=checkpoint_every,
+        should_stop=stop.is_set if stop is not None else lambda: False,
+        fresh=saved_step is None,
+    )
 
 
 def _resume(loop: TrainLoop, folder: JobFolder) -> int | None:

@@ -1,7 +1,11 @@
 """rollcli's allocators inside verl's trainer: a ``RayPPOTrainer`` whose ``fit()`` runs ask/tell.
 
 The pattern of verl-recipe's DAPO trainer (a subclass with its own ``fit()``), pinned to
-verl 0.9.1's legacy trainer (REFERENCE.md §5). One training step::
+verl 0.9.1's legacy trainer (REFERENCE.md §5). ``fit()`` runs rollcli's one step routine,
+:class:`rollcli.train.loop.TrainLoop`, over :class:`~rollcli.backends.verl.steps.VerlStepBackend`
+(this trainer's calls behind the backend protocol), with the step and checkpoint cadence of
+:func:`rollcli.train.drive.drive_loop`, so its metrics rows are built by the code that builds
+sim's and tiny's. One training step::
 
     allocator.start_step(step)
     while (ask := allocator.ask()) is not None:       # one verl generation call per ask
@@ -16,7 +20,7 @@ verl 0.9.1's legacy trainer (REFERENCE.md §5). One training step::
 
 Groups of one rollout are not trained unless they carry a baseline (GRPO would use the raw
 reward as its advantage: there is no baseline). Batches are padded with zero-mask rows to divide by the mini-batch and
-data-parallel sizes. Each step appends a CONTRACTS §4 metrics row to ``metrics.jsonl`` and logs
+data-parallel sizes. Each step appends its CONTRACTS §4 metrics row to ``metrics.jsonl`` and logs
 it through verl's tracker. The allocator, the retained rollouts and the counters are saved in
 verl's checkpoint folder (``global_step_N/rollcli/``) and restored on resume. Runs in verl's
 task-runner actor; imported only there.
@@ -25,7 +29,6 @@ task-runner actor; imported only there.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -45,12 +48,14 @@ from rollcli.backends.verl.advantages import (
     baseline_column,
     compute_group_advantages,
 )
-from rollcli.backends.verl.evaluation import evaluate_suite
 from rollcli.backends.verl.overrides import verl_config_from_mapping
 from rollcli.backends.verl.rollouts import RolloutStore, pad_for_training
 from rollcli.backends.verl.runner import stop_file
+from rollcli.backends.verl.steps import VerlStepBackend
 from rollcli.store.atomic import append_jsonl, atomic_write_json, read_json
 from rollcli.store.folders import JobFolder
+from rollcli.train.drive import drive_loop
+from rollcli.train.loop import TrainLoop
 
 __all__ = ["RollcliPPOTrainer"]
 _REF_KEY = "rollcli_ref"  # traced runs only: each trained row's rollout ref
@@ -73,7 +78,7 @@ class RollcliPPOTrainer(RayPPOTrainer):
         )
         self.store = RolloutStore()
         self.policy_version = 0
-        self.wall_s = 0.0
+        self.loop: TrainLoop | None = None  # built by fit(), when verl knows its step count
         from verl.utils.dataset.rl_dataset import collate_fn
 
         self._collate = collate_fn
@@ -89,94 +94,35 @@ class RollcliPPOTrainer(RayPPOTrainer):
             default_backend=self.config.trainer.logger,
             config=OmegaConf.to_container(self.config, resolve=True),
         )
+        test_freq = int(self.config.trainer.test_freq)
+        self.loop = TrainLoop(
+            VerlStepBackend(self, trace=self.backend_config.trace_groups),
+            self.allocator,
+            num_steps=int(self.total_training_steps),
+            eval_every=test_freq if test_freq > 0 else None,  # -1: no validation set to run
+            evaluate_initial=bool(self.config.trainer.get("val_before_train", True)),
+        )
         self.global_steps = 0
         self._load_checkpoint()
         self.checkpoint_manager.update_weights(self.global_steps)
-        total = int(self.total_training_steps)
-        test_freq = int(self.config.trainer.test_freq)
-        save_freq = int(self.config.trainer.save_freq)
-        if self.global_steps == 0:
-            row: dict[str, Any] = {"step": 0, "cum_rollouts": 0, "cum_tokens": 0}
-            if self.config.trainer.get("val_before_train", True):
-                row.update(self._timed_eval(0))
-            self._emit(row, tracker)
-        while self.global_steps < total:
-            step = self.global_steps + 1
-            self.global_steps = step
-            row = self._train_step(step)
-            if test_freq > 0 and (step % test_freq == 0 or step == total):
-                row.update(self._timed_eval(step))
-            self._emit(row, tracker)
-            stop = stop_file(self.job_dir).exists()
-            if (save_freq > 0 and (step % save_freq == 0 or step == total)) or stop:
-                self._save_checkpoint()
-            if stop:
-                print(f"rollcli: stop requested, checkpointed at step {step}")
-                return
+        metrics = JobFolder(self.job_dir).metrics
 
-    def _emit(self, row: dict[str, Any], tracker: Any) -> None:
-        append_jsonl(JobFolder(self.job_dir).metrics, [row])
-        tracker.log(data={k: v for k, v in row.items() if k != "step"}, step=row["step"])
+        def emit(row: dict[str, Any]) -> None:
+            append_jsonl(metrics, [row])
+            tracker.log(data={k: v for k, v in row.items() if k != "step"}, step=row["step"])
 
-    def _timed_eval(self, step: int) -> dict[str, Any]:
-        start = time.perf_counter()
-        metrics = evaluate_suite(self, step)
-        return {**metrics, "time/eval_s": time.perf_counter() - start}
+        stopped = drive_loop(
+            self.loop,
+            emit=emit,
+            save=self._save_checkpoint,
+            save_every=max(int(self.config.trainer.save_freq), 0),
+            should_stop=stop_file(self.job_dir).exists,
+            fresh=self.global_steps == 0,
+        )
+        if stopped:
+            print(f"rollcli: stop requested, checkpointed at step {self.loop.step}")
 
-    # -- one step ---------------------------------------------------------------------------
-    def _train_step(self, step: int) -> dict[str, Any]:
-        start = time.perf_counter()
-        alloc = self.allocator
-        gen_s = alloc_s = 0.0
-        rounds: list[dict[str, Any]] = []
-        generated: list[Outcome] = []
-        alloc.start_step(step - 1)
-        while True:
-            t0 = time.perf_counter()
-            ask = alloc.ask()
-            alloc_s += time.perf_counter() - t0
-            if ask is None:
-                break
-            t0 = time.perf_counter()
-            outcomes = self._generate(ask, step)
-            gen_s += time.perf_counter() - t0
-            t0 = time.perf_counter()
-            alloc.tell(outcomes)
-            alloc_s += time.perf_counter() - t0
-            generated.extend(outcomes)
-            rounds.append(
-                {
-                    "items": [
-                        [o.prompt_id, o.num_rollouts, o.phase, list(o.refs)] for o in outcomes
-                    ],
-                    "rewards": [o.rewards.tolist() for o in outcomes],
-                }
-            )
-        t0 = time.perf_counter()
-        groups = alloc.train_groups()
-        alloc_s += time.perf_counter() - t0
-        self.checkpoint_manager.sleep_replicas()
-        t0 = time.perf_counter()
-        train_metrics, trained = self._train_on(groups, step)
-        self.checkpoint_manager.update_weights(step)
-        update_s = time.perf_counter() - t0
-        self.store.retain(alloc.live_refs())
-        step_s = time.perf_counter() - start
-        self.wall_s += step_s
-        if self.backend_config.trace_groups:
-            append_jsonl(
-                JobFolder(self.job_dir).verl / "trace.jsonl",
-                [
-                    {
-                        "step": step,
-                        "rounds": rounds,
-                        "groups": _groups_json(groups),
-                        "trained": trained,
-                    }
-                ],
-            )
-        return self._row(step, groups, generated, train_metrics, gen_s, alloc_s, update_s, step_s)
-
+    # -- the calls of one step (VerlStepBackend makes them) -----------------------------------
     def _prompt_batch(self, prompt_ids: list[int], uids: list[str]) -> DataProto:
         batch = DataProto.from_single_dict(
             self._collate([self.train_dataset[p] for p in prompt_ids])
@@ -205,7 +151,8 @@ class RollcliPPOTrainer(RayPPOTrainer):
             batch.batch["response_mask"] = compute_response_mask(batch)
         return batch
 
-    def _generate(self, ask: Any, step: int) -> list[Outcome]:
+    def generate_outcomes(self, ask: Any, step: int) -> list[Outcome]:
+        """One verl generation call for the ask; outcomes with refs into the rollout store."""
         # one uid per prompt and step; groups get their own uid at training time anyway
         uids = [f"p{item.prompt_id}s{step}" for item in ask.items]
         batch = self._prompt_batch(ask.prompt_ids, uids)
@@ -230,7 +177,9 @@ class RollcliPPOTrainer(RayPPOTrainer):
             pos += n
         return outcomes
 
-    def _train_on(self, groups: list[Group], step: int) -> tuple[dict[str, float], dict[str, Any]]:
+    def train_on(self, groups: list[Group], step: int) -> tuple[dict[str, float], dict[str, Any]]:
+        """GRPO update on the groups (one uid each; singletons without a baseline skipped);
+        returns the update's metrics and what was trained (for the trace)."""
         trainable = [g for g in groups if g.size >= 2 or (g.size and g.baseline is not None)]
         metrics: dict[str, float] = {"singleton_groups": float(len(groups) - len(trainable))}
         if not trainable:
@@ -300,38 +249,6 @@ class RollcliPPOTrainer(RayPPOTrainer):
         output.pop("actor/mfu", None)
         return {k.removeprefix("actor/"): float(v) for k, v in reduce_metrics(output).items()}
 
-    def _row(self, step, groups, generated, train_metrics, gen_s, alloc_s, update_s, step_s):
-        ledger = self.allocator.ledger
-        all_rewards = np.concatenate([o.rewards for o in generated]) if generated else np.zeros(0)
-        stats = self.allocator.stats()
-        row: dict[str, Any] = {
-            "step": step,
-            "cum_rollouts": ledger.num_rollouts,
-            "cum_tokens": ledger.num_tokens,
-            "step_rollouts": ledger.step_rollouts,
-            "step_tokens": ledger.step_tokens,
-            "wall_s": self.wall_s,
-            "time/generate_s": gen_s,
-            "time/allocate_s": alloc_s,
-            "time/update_s": update_s,
-            "time/eval_s": 0.0,
-            "time/step_s": step_s,
-            "reward_mean": float(all_rewards.mean()) if len(all_rewards) else 0.0,
-            "reward_var": _mean([g.reward_variance for g in groups]),
-            "gen_reward_var": _mean([float(np.var(o.rewards)) for o in generated]),
-            "zero_var_frac": ledger.step_zero_variance_groups / max(1, ledger.step_groups),
-            "prompts_trained": len(groups),
-            "rollouts_trained": ledger.step_trained_rollouts,
-            "cum_rollouts_trained": ledger.num_trained_rollouts,
-            "evicted": int(stats.get("evicted", 0)),
-            "deferred": int(stats.get("deferred", 0)),
-            "epoch": int(stats.get("epoch", 0)),
-            "policy_version": self.policy_version,
-        }
-        row.update({f"alloc/{k}": v for k, v in stats.items()})
-        row.update({f"train/{k}": v for k, v in train_metrics.items()})
-        return row
-
     # -- checkpoints ------------------------------------------------------------------------
     def _state_folder(self) -> Path:
         root = Path(self.config.trainer.default_local_dir)
@@ -344,7 +261,7 @@ class RollcliPPOTrainer(RayPPOTrainer):
             "step": self.global_steps,
             "allocator": self.allocator.state_dict(),
             "policy_version": self.policy_version,
-            "wall_s": self.wall_s,
+            "wall_s": self.loop.wall_s if self.loop is not None else 0.0,
         }
         atomic_write_json(folder / "state.json", state)
         super()._save_checkpoint()  # writes latest_checkpointed_iteration.txt last
@@ -359,24 +276,9 @@ class RollcliPPOTrainer(RayPPOTrainer):
             self.allocator.load_state_dict(state["allocator"])
             self.store.load(folder)
             self.policy_version = int(state["policy_version"])
-            self.wall_s = float(state["wall_s"])
+            if self.loop is not None:
+                self.loop.load_state_dict({"step": self.global_steps, "wall_s": state["wall_s"]})
         return result
-
-
-def _mean(values: list[float]) -> float:
-    return float(np.mean(values)) if values else 0.0
-
-
-def _groups_json(groups: list[Group]) -> list[dict[str, Any]]:
-    return [
-        {
-            "prompt_id": g.prompt_id,
-            "refs": [int(r) for r in g.refs],
-            "rewards": g.rewards.tolist(),
-            "baseline": g.baseline,
-        }
-        for g in groups
-    ]
 
 
 def _traced_advantages(batch: DataProto, refs: list[int]) -> list[float]:

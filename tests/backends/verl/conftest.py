@@ -11,15 +11,21 @@ from pathlib import Path
 import pytest
 
 from rollcli.store.atomic import read_jsonl
+from rollcli.testing.rows import check_metrics_rows
 
 
 def _trace(job_dir: Path) -> list[dict]:
     return read_jsonl(job_dir / "verl" / "trace.jsonl")
 
 
-def _check_consistency(job_dir: Path) -> list[dict]:
-    """The generated and trained rows agree with the allocator's asks and groups, step by step."""
-    metrics = [r for r in read_jsonl(job_dir / "metrics.jsonl") if r["step"] > 0]
+def _check_consistency(job_dir: Path, *, eval_steps: set[int], initial_eval: bool) -> list[dict]:
+    """The rows follow the metrics-row contract of every backend, and the generated and trained
+    rows agree with the allocator's asks and groups, step by step."""
+    rows = read_jsonl(job_dir / "metrics.jsonl")
+    check_metrics_rows(
+        rows, num_steps=len(rows) - 1, eval_steps=eval_steps, initial_eval=initial_eval
+    )
+    metrics = [r for r in rows if r["step"] > 0]
     steps = _trace(job_dir)
     assert [t["step"] for t in steps] == [m["step"] for m in metrics]
     ref_prompt: dict[int, int] = {}
@@ -62,7 +68,8 @@ def trace():
 
 @pytest.fixture
 def check_consistency():
-    """``check_consistency(job_dir)``: assert asks, groups and trained rows agree; the metrics."""
+    """``check_consistency(job_dir, eval_steps=, initial_eval=)``: assert the row contract and
+    that asks, groups and trained rows agree; returns the rows of the steps."""
     return _check_consistency
 
 

@@ -87,7 +87,7 @@ def test_verl_cpu_spec_runs_and_reports(tmp_path, check_consistency):
     trains = [j for j in manifest["plan"]["jobs"] if j["type"] == "train"]
     assert {j["allocator"] for j in trains} == {"grpo", "pc"}
     for job in trains:
-        metrics = check_consistency(run_dir / "jobs" / job["id"])
+        metrics = check_consistency(run_dir / "jobs" / job["id"], eval_steps={3}, initial_eval=True)
         assert [m["step"] for m in metrics] == [1, 2, 3]
         assert "eval/accuracy" in metrics[-1] and "eval/math500" in metrics[-1]
         if job["allocator"] == "grpo":

@@ -87,7 +87,7 @@ def test_pods_and_reinforce_ada_on_verl(tmp_path, trace, check_consistency):
     }
 
     # PODS: one round of 4 prompts x 4; verl trains the max-variance 2 of each
-    metrics = check_consistency(jobs["pods"])
+    metrics = check_consistency(jobs["pods"], eval_steps={2}, initial_eval=True)
     assert [m["cum_rollouts"] for m in metrics] == [16, 32]
     assert [m["cum_rollouts_trained"] for m in metrics] == [8, 16]
     for step in trace(jobs["pods"]):
@@ -103,7 +103,7 @@ def test_pods_and_reinforce_ada_on_verl(tmp_path, trace, check_consistency):
     # Reinforce-Ada: every trained row's advantage is r - (success rate over all drawn)
     singletons = 0
     for name, keep in (("ada", 2), ("ada1", 1)):
-        metrics = check_consistency(jobs[name])
+        metrics = check_consistency(jobs[name], eval_steps={2}, initial_eval=True)
         assert [m["step"] for m in metrics] == [1, 2]
         for step in trace(jobs[name]):
             drawn = _drawn(step)
