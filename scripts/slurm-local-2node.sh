@@ -115,26 +115,8 @@ SlurmctldPidFile=$N2_RUN_DIR/slurmctld.pid
 SlurmdPidFile=$N2_RUN_DIR/slurmd-%n.pid
 SlurmctldLogFile=$N2_LOG_DIR/slurmctld.log
 SlurmdLogFile=$N2_LOG_DIR/slurmd-%n.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-MpiDefault=none
-SwitchType=switch/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-SlurmdParameters=config_overrides
-SchedulerType=sched/backfill
-ReturnToService=2
-JobRequeue=1
-MaxArraySize=1001
-MaxJobCount=20000
-MinJobAge=300
-KillWait=10
-InactiveLimit=0
-SlurmctldTimeout=60
-SlurmdTimeout=120
+$(shared_settings)
 GresTypes=gpu
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=$a1
 AccountingStoragePort=$N2_DBD_PORT
 NodeName=$h1 NodeAddr=$a1 CPUs=$N2_CPUS RealMemory=$N2_MEM_MB Gres=gpu:$N2_GPUS State=UNKNOWN

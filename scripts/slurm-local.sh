@@ -74,23 +74,8 @@ wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
   done
 }
 
-write_configs() {
-  local host
-  host="$(hostname -s)"
-  mkdir -p "$CONF_DIR" "$LOG_DIR" "$RUN_DIR" "$SPOOL/ctld" "$SPOOL/d"
-  cat >"$CONF_DIR/slurm.conf.new" <<EOF
-# Written by rollcli scripts/slurm-local.sh: a single-node cluster for tests.
-ClusterName=$CLUSTER
-SlurmctldHost=$host(127.0.0.1)
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-StateSaveLocation=$SPOOL/ctld
-SlurmdSpoolDir=$SPOOL/d
-SlurmctldPidFile=$RUN_DIR/slurmctld.pid
-SlurmdPidFile=$RUN_DIR/slurmd.pid
-SlurmctldLogFile=$LOG_DIR/slurmctld.log
-SlurmdLogFile=$LOG_DIR/slurmd.log
+shared_settings() { # the slurm.conf lines both local clusters use (shared/REFERENCE.md §6)
+  cat <<EOF
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 MpiDefault=none
@@ -110,6 +95,27 @@ SlurmctldTimeout=60
 SlurmdTimeout=120
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/slurmdbd
+EOF
+}
+
+write_configs() {
+  local host
+  host="$(hostname -s)"
+  mkdir -p "$CONF_DIR" "$LOG_DIR" "$RUN_DIR" "$SPOOL/ctld" "$SPOOL/d"
+  cat >"$CONF_DIR/slurm.conf.new" <<EOF
+# Written by rollcli scripts/slurm-local.sh: a single-node cluster for tests.
+ClusterName=$CLUSTER
+SlurmctldHost=$host(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+StateSaveLocation=$SPOOL/ctld
+SlurmdSpoolDir=$SPOOL/d
+SlurmctldPidFile=$RUN_DIR/slurmctld.pid
+SlurmdPidFile=$RUN_DIR/slurmd.pid
+SlurmctldLogFile=$LOG_DIR/slurmctld.log
+SlurmdLogFile=$LOG_DIR/slurmd.log
+$(shared_settings)
 AccountingStorageHost=localhost
 NodeName=localhost NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=$MEM_MB State=UNKNOWN
 PartitionName=$PARTITION Nodes=localhost Default=YES MaxTime=INFINITE DefaultTime=7-00:00:00 State=UP OverSubscribe=NO

@@ -30,6 +30,7 @@ from rollcli.testing.slurm import (
     use_two_node_cluster,
     wait_for,
 )
+from rollcli.testing.train_jobs import write_job
 
 SKIP = two_node_skip_reason()
 pytestmark = [
@@ -182,31 +183,14 @@ def test_node_that_cannot_reach_the_head_fails_the_job_in_bounded_time(
     wait_for(lambda: not ray_processes(cluster), 30, "Ray processes to end")
 
 
-def write_job(run_dir: Path, job_id: str, *, steps: int, backend=None) -> Path:
-    """A train job folder per CONTRACTS §3 (``uniform`` allocator, sim backend)."""
-    job_dir = run_dir / "jobs" / job_id
-    config = {
-        "experiment": run_dir.name,
-        "job": {"id": job_id, "type": "train", "allocator": "grpo", "seed": 0},
-        "backend": backend or {"kind": "sim", "num_train_prompts": 256, "num_eval_prompts": 64},
-        "allocator": {"kind": "uniform", "n": 8},
-        "budget": {"steps": steps, "rollouts_per_step": 128},
-        "eval": {"every": 50},
-        "checkpoint": {"every": 1},
-        "tracking": {"wandb": {"project": "rollcli", "mode": "disabled"}},
-    }
-    (job_dir / "logs").mkdir(parents=True, exist_ok=True)
-    (job_dir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), "utf-8")
-    return job_dir
-
-
 def make_jobs(run_dir: Path, n: int, *, steps: int, backend=None) -> list[Job]:
+    """``n`` 2-node sim train jobs (uniform), checkpointed every step."""
     resources = Resources(nodes=2, gpus_per_node=1, cpus_per_task=1, time="00:30:00")
     return [
         Job(
             f"j{i}",
             "train",
-            write_job(run_dir, f"j{i}", steps=steps, backend=backend),
+            write_job(run_dir / "jobs" / f"j{i}", steps=steps, eval_every=50, backend=backend),
             (),
             resources,
         )
@@ -223,7 +207,7 @@ def comparable(rows):
 def test_requeued_two_node_job_resumes_with_the_metrics_of_an_uninterrupted_run(cluster, tmp_path):
     from rollcli.jobs.entry import run_job
 
-    reference = write_job(tmp_path / "reference", "ref", steps=300, backend=SLOW_SIM)
+    reference = write_job(tmp_path / "reference", steps=300, eval_every=50, backend=SLOW_SIM)
     assert run_job(reference) == 0
     run_dir = tmp_path / "requeue"
     [job] = make_jobs(run_dir, 1, steps=300, backend=SLOW_SIM)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from rollcli.launch.sbatch import render_sbatch
 from rollcli.launch.slurm import SlurmExecutor, read_max_array_size, sacct_states
 from rollcli.store.atomic import atomic_write_json, read_jsonl
 from rollcli.store.state import read_state
-from rollcli.testing.slurm import NO_CLUSTER_REASON, cluster_answers
+from rollcli.testing.slurm import NO_CLUSTER_REASON, cluster_answers, wait_for
 
 pytestmark = [
     pytest.mark.slurm,
@@ -85,16 +84,6 @@ def executor(run_dir: Path):
     yield executor
     if (run_dir / "jobs").is_dir():  # leave nothing queued or running behind a failed test
         executor.cancel(run_dir)
-
-
-def wait_for(predicate, timeout: float, what: str, step: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def slurm_id(job: Job) -> str:
