@@ -17,8 +17,10 @@ from typing import Any
 import numpy as np
 
 from rollcli.errors import StoreError
-from rollcli.store.atomic import read_json, read_jsonl
+from rollcli.store.atomic import read_json
+from rollcli.store.damaged import metrics_rows
 from rollcli.store.folders import RunFolder
+from rollcli.store.layout import load_manifest
 
 __all__ = ["TargetSpec", "JobMetrics", "RunData", "load_run", "AXES"]
 
@@ -157,14 +159,9 @@ class RunData:
 
 
 def _read_rows(path: Path) -> list[dict[str, Any]]:
-    try:
-        raw = read_jsonl(path)
-    except ValueError as error:  # a corrupt line other than a torn last one
-        raise StoreError(f"{path}: unreadable metrics row ({error})") from error
     by_step: dict[int, dict[str, Any]] = {}
-    for row in raw:
-        if "step" in row:
-            by_step[int(row["step"])] = row  # a resumed job may repeat steps: the last one wins
+    for row in metrics_rows(path):  # damaged lines and values: skipped, with a warning
+        by_step[int(row["step"])] = row  # a resumed job may repeat steps: the last one wins
     return [by_step[s] for s in sorted(by_step)]
 
 
@@ -198,10 +195,7 @@ def load_run(run_dir: str | Path) -> RunData:
             f"{run_dir} is not a run folder (no manifest.json); "
             "pass the folder `rollcli run` created, e.g. runs/<experiment>"
         )
-    try:
-        manifest = read_json(manifest_path)
-    except ValueError as error:
-        raise StoreError(f"{manifest_path}: not valid JSON ({error})") from error
+    manifest = load_manifest(run_dir)  # a torn one is rebuilt from the job folders, with a warning
     spec = dict(manifest.get("spec") or {})
     plan_jobs = list((manifest.get("plan") or {}).get("jobs") or [])
     train = [j for j in plan_jobs if j.get("type", "train") == "train"]

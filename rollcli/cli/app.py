@@ -51,6 +51,9 @@ for _name in COMMAND_MODULES:
 
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: domain errors become one line and an exit code."""
+    from rollcli.store.damaged import reset_warnings
+
+    reset_warnings()  # each command warns once about each damaged file it reads
     try:
         app(args=argv, standalone_mode=True)
     except RollcliError as error:

@@ -15,6 +15,7 @@ metrics and checkpoints, and adds the jobs that are new.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import subprocess
 import sys
@@ -158,7 +159,18 @@ def load_manifest(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
             f"{run_dir}: not a run folder (no {path.name}); give runs/<experiment>, "
             "or start one with: rollcli run SPEC"
         )
-    return read_json(path)  # type: ignore[no-any-return]
+    try:
+        manifest = read_json(path)
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("plan"), dict):
+            raise ValueError("not a manifest object")
+    except (ValueError, OSError) as error:
+        from rollcli.store.damaged import manifest_from_folders, warn
+
+        where = f"{path}:{error.lineno}" if isinstance(error, json.JSONDecodeError) else str(path)
+        warn(f"{where}: manifest unreadable ({str(error).split(':')[0]}); rebuilt from "
+             f"{RunFolder(run_dir).spec.name} and the job folders")  # fmt: skip
+        manifest = manifest_from_folders(run_dir)
+    return manifest  # type: ignore[no-any-return]
 
 
 def find_job(manifest: dict[str, Any], query: str) -> str:

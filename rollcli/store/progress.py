@@ -8,6 +8,7 @@ is reread from the start). Used by the live view of ``rollcli run`` and by ``rol
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,10 @@ def fmt_eta(seconds: float | None) -> str:
     return f"{seconds}s"
 
 
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 class MetricsTail:
     """Incremental reader of one job's ``metrics.jsonl``."""
 
@@ -82,16 +87,20 @@ class MetricsTail:
                 continue
             try:
                 row = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
+                continue
+            if not isinstance(row, dict):
                 continue
             progress.rows += 1
             progress.last = row
-            if "step" in row:
-                progress.step = int(row["step"])
-            if row.get("cum_rollouts") is not None:
-                progress.cum_rollouts = int(row["cum_rollouts"])
-            if row.get("eval/accuracy") is not None:
-                progress.accuracy = float(row["eval/accuracy"])
+            # a hand-edited or damaged value must not take `status` down: numbers only
+            step, cum, accuracy = (row.get(k) for k in ("step", "cum_rollouts", "eval/accuracy"))
+            if _number(step) and math.isfinite(step):
+                progress.step = int(step)
+            if _number(cum) and math.isfinite(cum):
+                progress.cum_rollouts = int(cum)
+            if _number(accuracy):
+                progress.accuracy = float(accuracy)
         if progress.step is not None:
             now = time.monotonic()
             if progress._first_seen is None:
