@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rollcli.store.atomic import read_jsonl
 from rollcli.testing.rows import check_metrics_rows
@@ -18,10 +19,28 @@ def _trace(job_dir: Path) -> list[dict]:
     return read_jsonl(job_dir / "verl" / "trace.jsonl")
 
 
-def _check_consistency(job_dir: Path, *, eval_steps: set[int], initial_eval: bool) -> list[dict]:
+def _expected_evals(job_dir: Path, num_steps: int) -> tuple[set[int], bool]:
+    """The evaluated steps and whether step 0 evaluates, from the job's config (an
+    uninterrupted run: every ``eval.every`` steps and the last; none without a suite)."""
+    config = yaml.safe_load((job_dir / "config.yaml").read_text())
+    evaluation, backend = config.get("eval") or {}, config["backend"]
+    if not (evaluation.get("suite") or backend.get("val_data")):
+        return set(), False
+    every = int(evaluation.get("every", 5))
+    steps = {s for s in range(1, num_steps + 1) if s % every == 0 or s == num_steps}
+    return steps, bool(backend.get("val_before_train", True))
+
+
+def _check_consistency(
+    job_dir: Path, *, eval_steps: set[int] | None = None, initial_eval: bool | None = None
+) -> list[dict]:
     """The rows follow the metrics-row contract of every backend, and the generated and trained
-    rows agree with the allocator's asks and groups, step by step."""
+    rows agree with the allocator's asks and groups, step by step. The evaluated steps default
+    to those of an uninterrupted run of the job's config."""
     rows = read_jsonl(job_dir / "metrics.jsonl")
+    expected_steps, expected_initial = _expected_evals(job_dir, len(rows) - 1)
+    eval_steps = expected_steps if eval_steps is None else eval_steps
+    initial_eval = expected_initial if initial_eval is None else initial_eval
     check_metrics_rows(
         rows, num_steps=len(rows) - 1, eval_steps=eval_steps, initial_eval=initial_eval
     )
