@@ -122,7 +122,8 @@ def test_sigkill_at_random_points_then_rerun(reference, tmp_path):
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         kills += 1
-        if attempt % 2 and run_dir.exists():  # a harsher crash: the jobs die mid-step too
+        # a harsher crash: the jobs die mid-step too (a kill before the manifest leaves no jobs)
+        if attempt % 2 and (run_dir / "manifest.json").exists():
             for jid in _train_ids(run_dir):
                 folder = job_dir(run_dir, jid)
                 pid = job_process_alive(read_state(folder), folder)  # only our own job process

@@ -90,11 +90,14 @@ CASES = {
 }
 
 
+# Peak RSS comes from VmHWM, the high-water mark of this process's own address space: Linux
+# carries ru_maxrss across fork and exec, so getrusage would report the (large) test runner's.
 _CHILD = (
     "import atexit, os, resource\n"
     "def _report():\n"
     "    r = resource.getrusage(resource.RUSAGE_SELF)\n"
-    "    os.write(int(os.environ['ROLLCLI_TEST_FD']), f'{r.ru_utime + r.ru_stime} {r.ru_maxrss}'.encode())\n"
+    "    hwm = next(l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:'))\n"
+    "    os.write(int(os.environ['ROLLCLI_TEST_FD']), f'{r.ru_utime + r.ru_stime} {hwm}'.encode())\n"
     "atexit.register(_report)\n"
     "from rollcli.cli.app import main\nmain()\n"
 )
