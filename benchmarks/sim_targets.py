@@ -157,8 +157,8 @@ def speedup(base: SeedCurves, alloc: SeedCurves, *, resamples: int = 2000) -> Sp
 
 def mean_over(runs: Iterable[Mapping[str, list[float]]], key: str, part: slice) -> float:
     """Mean over runs of each run's mean of ``key`` over ``part`` of its steps (nan ignored)."""
-    values = [np.nanmean(np.array(r[key])[part]) for r in runs]
-    finite = [v for v in values if np.isfinite(v)]
+    values = [np.array(r[key])[part] for r in runs]
+    finite = [float(np.mean(v[np.isfinite(v)])) for v in values if np.isfinite(v).any()]
     return float(np.mean(finite)) if finite else math.nan
 
 
