@@ -11,6 +11,8 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from rollcli.text import fmt_count
+
 __all__ = [
     "STATUS_STYLE",
     "fmt_int",
@@ -32,14 +34,7 @@ STATUS_STYLE = {
 MAX_PLAN_ROWS = 200
 
 
-def fmt_int(value: Any) -> str:
-    if value is None:
-        return "?"
-    value = float(value)
-    for unit, size in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(value) >= size:
-            return f"{value / size:.3g}{unit}"
-    return f"{value:.0f}"
+fmt_int = fmt_count  # one number format for rollouts and tokens (rollcli.text)
 
 
 def fmt_resources(res: dict[str, Any], executor: str) -> str:
