@@ -33,7 +33,13 @@ __all__ = [
     "analyze_run",
     "compute_target",
     "seed_curves",
+    "MIN_INTERVAL_SEEDS",
 ]
+
+# Below this many seeds a side the report gives each seed's own speedup instead of an interval:
+# measured coverage of a nominal 95 % interval is ~0.52 at 2 seeds, ~0.75 at 3, 0.88-0.93 at 5
+# (tests/analysis/test_analysis_stats.py, docs/report.md "Few seeds").
+MIN_INTERVAL_SEEDS = 5
 
 
 @dataclass
@@ -47,6 +53,11 @@ class AxisResult:
     speedup: Bounded  # baseline's mean_curve / this allocator's
     ci: tuple[float, float] | None
     reached: float  # fraction of seeds whose own curve reached the target (NaN without seeds)
+    # each seed's own speedup (against the baseline's same seed when it ran it: paired), shown
+    # instead of an interval when either side has fewer than MIN_INTERVAL_SEEDS seeds
+    seed_speedups: dict[int, Bounded] = field(default_factory=dict)
+    paired: dict[int, bool] = field(default_factory=dict)
+    few_seeds: bool = False
 
 
 @dataclass
@@ -81,6 +92,11 @@ class RunAnalysis:
     confidence: float
     allocators: list[AllocatorResult]
     warnings: list[str] = field(default_factory=list)
+
+    @property
+    def few_seeds(self) -> bool:
+        """Whether some allocator shows per-seed speedups instead of an interval."""
+        return any(r.axes["rollouts"].few_seeds for r in self.allocators)
 
     def get(self, name: str) -> AllocatorResult:
         for result in self.allocators:
@@ -140,6 +156,38 @@ def _mean_crossing(curves: SeedCurves, target: float | None) -> Bounded:
     return Bounded(float(at[0]), "exact" if reached[0] else "lower")
 
 
+def _seed_speedups(
+    run: RunData,
+    base: dict[str, SeedCurves],
+    alloc: dict[str, SeedCurves],
+    target_value: float,
+) -> tuple[dict[str, dict[int, Bounded]], dict[int, bool]]:
+    """Each allocator seed's own speedup on every axis, and whether it is paired.
+
+    A seed the baseline also ran is compared with that baseline seed alone, its target
+    recomputed from it (with ``at: final`` the baseline seed's own final value): one draw of
+    the paired bootstrap. A seed the baseline did not run is compared with the baseline's
+    seed-mean curve and target (unpaired)."""
+    out: dict[str, dict[int, Bounded]] = {axis: {} for axis in AXES}
+    paired: dict[int, bool] = {}
+    ref = base["rollouts"]
+    for pos, seed in enumerate(alloc["rollouts"].seeds):
+        paired[seed] = seed in ref.seeds
+        idx_b = np.array([[ref.seeds.index(seed)]]) if paired[seed] else ref.all_seeds()
+        goal = _targets(run, ref, idx_b) if paired[seed] else np.array([target_value])
+        for axis in AXES:
+            b, a = base[axis], alloc[axis]
+            if b.seeds != ref.seeds or a.seeds != alloc["rollouts"].seeds or not b.steps.size:
+                continue
+            xb, rb = crossings(*b.mean_curves(idx_b), goal)
+            xa, ra = crossings(*a.mean_curves(np.array([[pos]])), goal)
+            out[axis][seed] = ratio(
+                Bounded(float(xb[0]), "exact" if rb[0] else "lower"),
+                Bounded(float(xa[0]), "exact" if ra[0] else "lower"),
+            )
+    return out, paired
+
+
 def _mean_series(jobs: list[JobMetrics], key: str) -> float:
     """Mean over seeds of each seed's mean over steps."""
     return _mean(float(v.mean()) for _, v in (j.series(key) for j in jobs) if v.size)
@@ -151,8 +199,10 @@ def analyze_run(
     confidence: float = 0.95,
     num_resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
+    min_interval_seeds: int = MIN_INTERVAL_SEEDS,
 ) -> RunAnalysis:
-    """Analyse a run folder (or an already loaded :class:`RunData`)."""
+    """Analyse a run folder (or an already loaded :class:`RunData`). With fewer than
+    ``min_interval_seeds`` seeds a side an allocator gets per-seed speedups, no interval."""
     if not isinstance(run, RunData):
         run = load_run(run)
     warnings: list[str] = []
@@ -183,13 +233,16 @@ def analyze_run(
     base_jobs = run.jobs_of(run.target.baseline)
     base_step_time = _mean_series(base_jobs, "time/step_s")
 
-    few_seeds = False
     results = []
     for name in run.allocators:
         jobs = run.jobs_of(name)
         is_baseline = name == run.target.baseline
         curves = base_curves if is_baseline else seed_curves(run, name)
         cross = {axis: _mean_crossing(curves[axis], target_value) for axis in AXES}
+        seed_speedups: dict[str, dict[int, Bounded]] = {axis: {} for axis in AXES}
+        paired: dict[int, bool] = {}
+        num_seeds = min(base_curves["rollouts"].num_seeds, curves["rollouts"].num_seeds)
+        few = num_seeds < min_interval_seeds
         if is_baseline:
             # the baseline against itself: 1 by definition
             speedups = dict.fromkeys(AXES, Bounded(1.0))
@@ -197,7 +250,9 @@ def analyze_run(
         else:
             speedups = {axis: ratio(base_cross[axis], cross[axis]) for axis in AXES}
             intervals = dict.fromkeys(AXES)
-            if target_value is not None and any(b.exact for b in speedups.values()):
+            if target_value is not None and num_seeds:
+                seed_speedups, paired = _seed_speedups(run, base_curves, curves, target_value)
+            if target_value is not None and not few and any(b.exact for b in speedups.values()):
                 intervals = bootstrap_speedups(
                     base_curves,
                     curves,
@@ -206,8 +261,6 @@ def analyze_run(
                     num_resamples=num_resamples,
                     seed=seed,
                 )
-                if min(base_curves["rollouts"].num_seeds, curves["rollouts"].num_seeds) < 5:
-                    few_seeds = True
         axes = {}
         for axis in AXES:
             per_seed = {}
@@ -229,6 +282,9 @@ def analyze_run(
                 speedup=speedups[axis],
                 ci=ci,
                 reached=reached,
+                seed_speedups=seed_speedups[axis],
+                paired=paired,
+                few_seeds=few and not is_baseline,
             )
         finals, peaks = {}, {}
         for job in jobs:
@@ -254,10 +310,5 @@ def analyze_run(
                 tokens_per_step=_mean_series(jobs, "step_tokens"),
                 num_steps=max((j.num_steps for j in jobs), default=0),
             )
-        )
-    if few_seeds:
-        warnings.append(
-            "intervals from fewer than 5 seeds are rough: they cover the true speedup less often "
-            "than their nominal level (docs/report.md)"
         )
     return RunAnalysis(run, target_value, confidence, results, warnings)

@@ -9,7 +9,7 @@ lower bound as if it were a measurement.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -44,13 +44,15 @@ class Bounded:
         """The value if it is exact, else None (a bound is never a number)."""
         return float(self.value) if self.kind == "exact" else None
 
-    def display(self, fmt: str = "{:.2f}") -> str:
+    def display(self, fmt: str | Callable[[float], str] = "{:.2f}") -> str:
+        """The value for people (``fmt`` a format string or a function), ``>= x`` for a lower
+        bound, ``<= x`` for an upper one, ``n/a`` when unknown."""
         if self.kind == "unknown" or not math.isfinite(self.value):
             return "n/a"
-        text = fmt.format(self.value)
+        text = fmt(self.value) if callable(fmt) else fmt.format(self.value)
         return {"exact": text, "lower": f">= {text}", "upper": f"<= {text}"}[self.kind]
 
-    def to_json(self, fmt: str = "{:.2f}") -> dict:
+    def to_json(self, fmt: str | Callable[[float], str] = "{:.2f}") -> dict:
         """``{"kind", "display"}`` plus ``value`` (exact), ``lower_bound`` or ``upper_bound``."""
         out: dict = {"kind": self.kind, "display": self.display(fmt)}
         if self.kind == "exact":

@@ -77,12 +77,18 @@ class TargetSpec:
             smooth=smooth,
         )
 
-    def describe(self) -> str:
+    def describe(self, num_seeds: int | None = None) -> str:
+        """In words: ``grpo's final eval/accuracy (mean over 2 seeds)``."""
         smooth = f", smoothed over {self.smooth} evaluations" if self.smooth > 1 else ""
         if self.at == "value":
             return f"eval/{self.metric} >= {self.value:g}{smooth}"
         what = "final" if self.at == "final" else "peak"
-        return f"{self.baseline}'s {what} eval/{self.metric} (mean over seeds){smooth}"
+        over = "mean over seeds"
+        if num_seeds == 1:
+            over = "1 seed"
+        elif num_seeds is not None:
+            over = f"mean over {num_seeds} seeds"
+        return f"{self.baseline}'s {what} eval/{self.metric} ({over}){smooth}"
 
 
 @dataclass
@@ -94,6 +100,7 @@ class JobMetrics:
     seed: int
     status: str
     rows: list[dict[str, Any]] = field(default_factory=list)
+    run_dir: Path | None = None  # the run folder it came from (several in a comparison)
 
     def eval_points(
         self, metric: str, axis: str = "rollouts"
@@ -145,6 +152,11 @@ class RunData:
     jobs: list[JobMetrics]
     spec: dict[str, Any]
     budget_steps: int | None = None
+    sources: list[Path] = field(default_factory=list)  # the run folders compared (one or more)
+
+    def __post_init__(self) -> None:
+        if not self.sources:
+            self.sources = [self.run_dir]
 
     def jobs_of(self, allocator: str) -> list[JobMetrics]:
         return sorted((j for j in self.jobs if j.allocator == allocator), key=lambda j: j.seed)
@@ -185,8 +197,9 @@ def _merge_eval_rows(
     return [by_step[s] for s in sorted(by_step)]
 
 
-def load_run(run_dir: str | Path) -> RunData:
-    """Read ``manifest.json`` and the metrics of every train job of a run folder."""
+def load_run(run_dir: str | Path, *, target: Mapping[str, Any] | None = None) -> RunData:
+    """Read ``manifest.json`` and the metrics of every train job of a run folder; ``target``
+    (keys of the spec's ``target``) overrides what the spec says (``rollcli report --target``)."""
     run_dir = Path(run_dir)
     run = RunFolder(run_dir)
     manifest_path = run.manifest
@@ -239,10 +252,12 @@ def load_run(run_dir: str | Path) -> RunData:
                 seed=int(job.get("seed", 0)),
                 status=status,
                 rows=rows,
+                run_dir=run_dir,
             )
         )
     steps = (spec.get("budget") or {}).get("steps")
-    target = TargetSpec.from_mapping(spec.get("target"), names, kinds)
+    target_map = {**(spec.get("target") or {}), **(target or {})}
+    target = TargetSpec.from_mapping(target_map, names, kinds)
     names.remove(target.baseline)
     return RunData(
         run_dir=run_dir,

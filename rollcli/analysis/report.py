@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rollcli.analysis.analyze import AxisResult, RunAnalysis, analyze_run
+from rollcli.analysis.analyze import MIN_INTERVAL_SEEDS, AxisResult, RunAnalysis, analyze_run
 from rollcli.analysis.summary import (
     COLUMNS,
     all_seeds,
-    interval_line,
+    footnotes,
     per_seed_rows,
     summary_rows,
     target_line,
@@ -32,6 +32,7 @@ from rollcli.store.folders import RunFolder
 
 __all__ = [
     "FORMATS",
+    "RENDERERS",
     "ReportResult",
     "write_report",
     "render_markdown",
@@ -71,9 +72,9 @@ def render_markdown(analysis: RunAnalysis) -> str:
         "",
         target_line(analysis) + ".",
         "",
-        interval_line(analysis),
-        "",
         markdown_table([h for _, h in COLUMNS], [[r[k] for k, _ in COLUMNS] for r in rows]),
+        "",
+        *(f"- {line}" for line in footnotes(analysis)),
         "",
     ]
     seeds = [f"seed {s}" for s in all_seeds(analysis)]
@@ -87,6 +88,8 @@ def render_markdown(analysis: RunAnalysis) -> str:
             ),
             "",
         ]
+    # further sections (issue 14's rollout breakdown, rollcli/analysis/breakdown.py) go here,
+    # after the per-seed tables and before the warnings
     if analysis.warnings:
         parts += ["## Warnings", ""] + [f"- {w}" for w in analysis.warnings] + [""]
     return "\n".join(parts)
@@ -181,6 +184,9 @@ def _axis_json(axis: AxisResult, fmt: str) -> dict[str, Any]:
         "ci_low": axis.ci[0] if axis.ci else None,
         "ci_high": axis.ci[1] if axis.ci else None,
         "reached": _finite(axis.reached),
+        "seed_speedups": {
+            str(s): b.to_json("{:.4f}") for s, b in sorted(axis.seed_speedups.items())
+        },
     }
 
 
@@ -202,6 +208,8 @@ def render_json(analysis: RunAnalysis) -> dict[str, Any]:
             "ci_low": rollouts["ci_low"],
             "ci_high": rollouts["ci_high"],
             "reached": rollouts["reached"],
+            "seed_speedups": rollouts["seed_speedups"],
+            "paired": {str(s): p for s, p in sorted(res.axes["rollouts"].paired.items())},
             "tokens": axes["tokens"],
             "wall_clock": axes["wall_clock"],
             "step_time_s": _finite(res.step_time_s),
@@ -226,10 +234,22 @@ def render_json(analysis: RunAnalysis) -> dict[str, Any]:
             "smooth": target.smooth,
         },
         "confidence": analysis.confidence,
+        "interval": "per-seed" if analysis.few_seeds else "bootstrap",
+        "min_interval_seeds": MIN_INTERVAL_SEEDS,
+        "notes": footnotes(analysis),
         "order": [res.name for res in analysis.allocators],  # display order; JSON keys get sorted
         "allocators": allocators,
         "warnings": list(analysis.warnings),
     }
+
+
+# format name -> the function that renders it (text, or a JSON-ready dict for json)
+RENDERERS: dict[str, Any] = {
+    "md": render_markdown,
+    "latex": render_latex,
+    "csv": render_csv,
+    "json": render_json,
+}
 
 
 def parse_formats(formats: str | Sequence[str] | None) -> list[str]:
@@ -274,8 +294,7 @@ def write_report(
         if name == "json":
             atomic_write_json(path, render_json(analysis))
         else:
-            render = {"md": render_markdown, "latex": render_latex, "csv": render_csv}[name]
-            atomic_write_text(path, render(analysis))
+            atomic_write_text(path, RENDERERS[name](analysis))
         result.files.append(path)
     if plots:
         from rollcli.analysis.plots import write_plots

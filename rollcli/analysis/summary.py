@@ -10,13 +10,15 @@ import math
 from pathlib import Path
 from typing import Any
 
-from rollcli.analysis.analyze import AxisResult, RunAnalysis, analyze_run
+from rollcli.analysis.analyze import MIN_INTERVAL_SEEDS, AxisResult, RunAnalysis, analyze_run
+from rollcli.text import fmt_count
 
 __all__ = [
     "COLUMNS",
     "summary_rows",
     "per_seed_rows",
     "target_line",
+    "footnotes",
     "summary_table",
     "print_analysis",
     "print_summary",
@@ -26,9 +28,10 @@ __all__ = [
 COLUMNS: list[tuple[str, str]] = [
     ("allocator", "Allocator"),
     ("kind", "Kind"),
+    ("seeds", "Seeds"),
     ("reached", "Reached"),
     ("rollouts", "Rollouts to target"),
-    ("speedup", "Speedup [CI]"),
+    ("speedup", "Speedup"),
     ("tokens_speedup", "Tokens speedup"),
     ("wall_speedup", "Wall-clock speedup"),
     ("step_time_ratio", "Step time ratio"),
@@ -40,9 +43,10 @@ COLUMNS: list[tuple[str, str]] = [
 # for terminals narrower than the full table
 COMPACT_COLUMNS: list[tuple[str, str]] = [
     ("allocator", "Allocator"),
+    ("seeds", "Seeds"),
     ("reached", "Reached"),
     ("rollouts", "Rollouts"),
-    ("speedup", "Speedup [CI]"),
+    ("speedup", "Speedup"),
     ("final", "Final"),
     ("peak", "Peak"),
 ]
@@ -55,13 +59,25 @@ def fmt_float(value: float | None, fmt: str = "{:.3f}") -> str:
     return fmt.format(value)
 
 
-def fmt_speedup(axis: AxisResult, baseline: bool) -> str:
+def fmt_speedup(axis: AxisResult, baseline: bool, *, seeds: bool = True) -> str:
+    """``1.23x [1.05, 1.41]`` (an interval), or with few seeds ``1.23x (1.10, 1.38)`` (each
+    seed's own speedup, in seed order; ``seeds=False`` leaves them out), or ``>= 1.50x`` (a
+    bound: never with an interval or seed values)."""
     if baseline:
         return "1.00x (baseline)"
     text = axis.speedup.display("{:.2f}x")
     if axis.ci is not None:
         text += f" [{axis.ci[0]:.2f}, {axis.ci[1]:.2f}]"
+    elif seeds and axis.few_seeds and axis.seed_speedups and axis.speedup.exact:
+        seeds = ", ".join(b.display("{:.2f}") for _, b in sorted(axis.seed_speedups.items()))
+        text += f" ({seeds})"
     return text
+
+
+def fmt_seeds(axis: AxisResult, num_seeds: int, baseline: bool) -> str:
+    """``2``, or ``3 (1 unpaired)`` when some seeds have no baseline seed to pair with."""
+    unpaired = sum(not p for p in axis.paired.values()) if not baseline else 0
+    return f"{num_seeds} ({unpaired} unpaired)" if unpaired else str(num_seeds)
 
 
 def fmt_reached(axis: AxisResult) -> str:
@@ -80,11 +96,12 @@ def summary_rows(analysis: RunAnalysis) -> list[dict[str, str]]:
             {
                 "allocator": res.name,
                 "kind": res.kind,
+                "seeds": fmt_seeds(axes["rollouts"], len(res.seeds), res.is_baseline),
                 "reached": fmt_reached(axes["rollouts"]),
-                "rollouts": axes["rollouts"].mean_curve.display("{:,.0f}"),
+                "rollouts": axes["rollouts"].mean_curve.display(fmt_count),
                 "speedup": fmt_speedup(axes["rollouts"], res.is_baseline),
-                "tokens_speedup": fmt_speedup(axes["tokens"], res.is_baseline),
-                "wall_speedup": fmt_speedup(axes["wall_s"], res.is_baseline),
+                "tokens_speedup": fmt_speedup(axes["tokens"], res.is_baseline, seeds=False),
+                "wall_speedup": fmt_speedup(axes["wall_s"], res.is_baseline, seeds=False),
                 "step_time_ratio": fmt_float(res.step_time_ratio, "{:.2f}x"),
                 "final": fmt_float(res.final_accuracy),
                 "peak": fmt_float(res.peak_accuracy),
@@ -102,7 +119,7 @@ def all_seeds(analysis: RunAnalysis) -> list[int]:
 def per_seed_rows(analysis: RunAnalysis, axis: str = "rollouts") -> list[dict[str, Any]]:
     """Per allocator, each seed's cost to target (``>= x`` when not reached, ``-`` if absent)."""
     # seconds: 3 significant digits (sim steps take milliseconds; verl steps take minutes)
-    fmt = "{:,.3g}" if axis == "wall_s" else "{:,.0f}"
+    fmt = "{:,.3g}" if axis == "wall_s" else fmt_count
     rows = []
     for res in analysis.allocators:
         per_seed = res.axes[axis].per_seed
@@ -116,17 +133,49 @@ def per_seed_rows(analysis: RunAnalysis, axis: str = "rollouts") -> list[dict[st
 def target_line(analysis: RunAnalysis) -> str:
     target = analysis.run.target
     value = fmt_float(analysis.target_value, "{:.4f}")
-    return f"Target: eval/{target.metric} >= {value} ({target.describe()})"
+    base = next((r for r in analysis.allocators if r.is_baseline), None)
+    num_seeds = len(base.seeds) if base is not None else None
+    return f"Target: eval/{target.metric} >= {value} ({target.describe(num_seeds)})"
+
+
+def footnotes(analysis: RunAnalysis) -> list[str]:
+    """How to read the table: the lines that apply to this analysis, in order."""
+    baseline = analysis.run.target.baseline
+    lines = [
+        "Rollouts: where the seed-mean curve first reaches the target; speedup: "
+        f"{baseline}'s rollouts / the allocator's; '>= x': not reached (a bound); "
+        "Reached: seeds whose own curve got there."
+    ]
+    results = analysis.allocators
+    if any(r.axes["rollouts"].ci is not None for r in results):
+        pct = round(analysis.confidence * 100)
+        lines.append(f"[low, high]: {pct}% bootstrap interval over seeds (paired by seed).")
+    if analysis.few_seeds:
+        lines.append(
+            f"(a, b, ...): the speedup each seed alone gives (against {baseline}'s same seed), "
+            f"in seed order; under {MIN_INTERVAL_SEEDS} seeds an interval would not be honest "
+            "(docs/report.md)."
+        )
+    if any(not p for r in results if not r.is_baseline for p in r.axes["rollouts"].paired.values()):
+        lines.append(f"unpaired: seeds {baseline} did not run, set against its seed-mean curve.")
+    base = next((r for r in results if r.is_baseline), None)
+    at = analysis.run.target.at
+    if base is not None and at in ("final", "peak"):
+        per_seed = base.axes["rollouts"].per_seed
+        missed = sum(not b.exact for b in per_seed.values())
+        if missed:
+            what = "final values" if at == "final" else "mean curve's peak"
+            lines.append(
+                f"{baseline} reached {len(per_seed) - missed}/{len(per_seed)}: its target is the "
+                f"mean of its seeds' {what}, which a seed ending below it never reaches; the "
+                "seed-mean curve always does."
+            )
+    return lines
 
 
 def interval_line(analysis: RunAnalysis) -> str:
-    pct = round(analysis.confidence * 100)
-    return (
-        "Rollouts to target = where the seed-mean curve first reaches the target; speedup = "
-        f"baseline ({analysis.run.target.baseline})'s / allocator's; [CI] = {pct}% bootstrap "
-        "over seeds (paired by seed); '>= x' = not reached (a lower bound); "
-        "Reached = seeds whose own curve got there."
-    )
+    """The footnotes as one paragraph (Markdown and LaTeX captions)."""
+    return " ".join(footnotes(analysis))
 
 
 def summary_table(analysis: RunAnalysis, *, compact: bool = False):
@@ -153,7 +202,8 @@ def print_analysis(analysis: RunAnalysis, console, *, full_table: str | None = N
     compact = console.width < _FULL_WIDTH
     console.print(summary_table(analysis, compact=compact))
     console.print(target_line(analysis), highlight=False)
-    console.print(interval_line(analysis), style="dim", highlight=False)
+    for line in footnotes(analysis):
+        console.print(line, style="dim", highlight=False)
     if compact:
         where = full_table or f"`rollcli report {analysis.run.run_dir}`"
         console.print(

@@ -1,7 +1,8 @@
-"""``rollcli report RUNDIR``: the rollouts-to-target table, report files, plots and a W&B report.
+"""``rollcli report RUN [RUN ...]``: the rollouts-to-target table, report files, plots, W&B report.
 
-Thin: parses options, calls :func:`rollcli.analysis.report.write_report` (and
-:func:`rollcli.analysis.wandb_report.publish_wandb_report` with ``--wandb``), renders with rich.
+Thin: parses options, reads the run folders (:func:`rollcli.analysis.compare.load_runs`), calls
+:func:`rollcli.analysis.report.write_report` (and :func:`rollcli.analysis.wandb_report.
+publish_wandb_report` with ``--wandb``), renders with rich.
 """
 
 from __future__ import annotations
@@ -14,11 +15,24 @@ import typer
 __all__ = ["register", "report"]
 
 
+def _out_dir(runs: list[Path], out: Path | None) -> Path:
+    """Where the files go: ``--out``, else RUN/report, or for several runs
+    ``RUN1/report/vs-<RUN2>[-<RUN3>...]`` (the first run's report folder is left alone)."""
+    from rollcli.store.folders import RunFolder
+
+    if out is not None:
+        return out
+    if len(runs) == 1:
+        return RunFolder(runs[0]).report
+    return RunFolder(runs[0]).report / ("vs-" + "-".join(p.resolve().name for p in runs[1:]))
+
+
 def report(
-    run_dir: Annotated[
-        Path,
+    run_dirs: Annotated[
+        list[Path],
         typer.Argument(
-            help="A run folder made by `rollcli run` (runs/<experiment>).", show_default=False
+            help="Run folders made by `rollcli run` (runs/<experiment>); several are compared.",
+            show_default=False,
         ),
     ],
     formats: Annotated[
@@ -31,8 +45,26 @@ def report(
     ] = "md,latex,csv,json",
     out: Annotated[
         Path | None,
-        typer.Option("--out", "-o", help="Folder for the files (default: RUNDIR/report)."),
+        typer.Option(
+            "--out",
+            "-o",
+            help="Folder for the files (default: RUN/report); '-' prints one --format to stdout.",
+        ),
     ] = None,
+    target: Annotated[
+        str | None,
+        typer.Option(
+            "--target",
+            help="Override the spec's target: final, peak (the baseline's) or a value, e.g. 0.9.",
+        ),
+    ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option("--baseline", help="The allocator speedups are against (name or run/name)."),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the report as JSON (stdout) instead of a table.")
+    ] = False,
     plots: Annotated[
         bool, typer.Option("--plots/--no-plots", help="Write PNG and SVG plots.")
     ] = True,
@@ -46,38 +78,69 @@ def report(
 ) -> None:
     """Rollouts-to-target speedups against the baseline: table, files, plots, W&B report.
 
-    Per allocator: rollouts (tokens, seconds) to reach the spec's target, and the speedup with a bootstrap interval over seeds.
+    Per allocator: rollouts (tokens, seconds) to reach the target, and the speedup against the
+    baseline, with a bootstrap interval over seeds (5 seeds or more) or each seed's own speedup.
+    Several run folders are compared in one table (seeds of the same number paired).
 
-    Files and plots go to RUNDIR/report/; docs/report.md defines every number.
+    Files and plots go to RUN/report/; docs/report.md defines every number.
 
     Examples:
 
       rollcli report runs/quickstart
 
-      rollcli report runs/quickstart --format md,csv --out /tmp/qs --no-plots
+      rollcli report runs/quickstart runs/quickstart-3f2a9c --target peak
+
+      rollcli report runs/quickstart --json | jq '.allocators.pc.speedup'
+
+      rollcli report runs/quickstart --out - --format md
 
       rollcli report runs/pc-vs-grpo --wandb
     """
+    import json
+
     from rich.console import Console
 
-    from rollcli.analysis.report import parse_formats, write_report
+    from rollcli.analysis.analyze import analyze_run
+    from rollcli.analysis.compare import load_runs, parse_target
+    from rollcli.analysis.report import RENDERERS, parse_formats, render_json, write_report
     from rollcli.analysis.summary import print_analysis
+    from rollcli.errors import RollcliError
     from rollcli.store.folders import RunFolder
 
-    run = RunFolder(run_dir)
-    if run.is_sweep:
-        from rollcli.errors import RollcliError
-
+    for run_dir in run_dirs:
+        run = RunFolder(run_dir)
+        if run.is_sweep:
+            raise RollcliError(
+                f"{run_dir} is a sweep run folder: its points reuse allocator names, so one table "
+                f"would mix them. Its report is {run.report / 'ablation.md'} (rebuilt by "
+                "rerunning the `rollcli sweep` command that made it, which skips finished jobs)"
+            )
+    names = parse_formats(formats)
+    to_stdout = out is not None and str(out) == "-"
+    if to_stdout and (len(names) != 1 or as_json):
         raise RollcliError(
-            f"{run_dir} is a sweep run folder: its points reuse allocator names, so one table "
-            f"would mix them. Its report is {run.report / 'ablation.md'} (rebuilt by "
-            "rerunning `rollcli sweep FILE`, which skips finished jobs)"
+            "--out - prints one table format to stdout: add --format md (or latex, csv, json), "
+            "e.g. rollcli report " + " ".join(str(p) for p in run_dirs) + " --out - --format md"
         )
-    console = Console()
+    if wandb and len(run_dirs) > 1:
+        raise RollcliError("--wandb reports one run folder at a time (W&B groups runs by it)")
+    data = load_runs(run_dirs, target=parse_target(target, baseline))
+    analysis = analyze_run(data, confidence=confidence)
+    if to_stdout:
+        text = RENDERERS[names[0]](analysis)
+        typer.echo(text if isinstance(text, str) else json.dumps(text, indent=2), nl=False)
+        return
     result = write_report(
-        run_dir, formats=parse_formats(formats), out=out, plots=plots, confidence=confidence
+        run_dirs[0],
+        formats=names,
+        out=_out_dir(list(run_dirs), out),
+        plots=plots,
+        analysis=analysis,
     )
-    analysis = result.analysis
+    if as_json:
+        typer.echo(json.dumps(render_json(analysis)))
+        return
+    console = Console()
     tables = [p for p in result.files if p.suffix in (".md", ".csv", ".json", ".tex")]
     print_analysis(analysis, console, full_table=str(tables[0]) if tables else "--format md")
     if result.files:

@@ -45,6 +45,7 @@ def write_synthetic_run(
     target: dict | None = None,
     experiment: str = "synthetic",
     statuses: dict[tuple[str, int], str] | None = None,
+    tag: str = "",
 ) -> Path:
     """Write manifest.json, jobs/<id>/{state.json,metrics.jsonl} for ``allocators`` × ``seeds``."""
     allocators = allocators or ALLOCATORS
@@ -62,7 +63,7 @@ def write_synthetic_run(
     jobs = []
     for index, (name, (_, per_step, tok, step_s, acc)) in enumerate(allocators.items()):
         for seed in seeds:
-            job_id = f"{name}{seed:02d}abcdef"[:10]
+            job_id = f"{name}{tag}{seed:02d}abcdef"[:10]  # a tag: other jobs, same names
             jobs.append(
                 {"id": job_id, "type": "train", "allocator": name, "seed": seed, "depends_on": []}
             )

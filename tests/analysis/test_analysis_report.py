@@ -54,6 +54,16 @@ def test_json_contract(synthetic_run, tmp_path):
         assert entry["final_accuracy"] is not None and entry["peak_accuracy"] is not None
     pc = data["allocators"]["pc"]
     assert pc["speedup"] == pytest.approx(1.25)
+    # 3 seeds: each seed's own speedup instead of an interval (docs/report.md, Few seeds)
+    assert pc["ci_low"] is None and pc["ci_high"] is None and data["interval"] == "per-seed"
+    assert {s: v["value"] for s, v in pc["seed_speedups"].items()} == pytest.approx(
+        {"0": 1.25, "1": 1.25, "2": 1.25}
+    )
+    assert pc["paired"] == {"0": True, "1": True, "2": True}
+    write_report(
+        synthetic_run, formats="json", out=tmp_path / "i", plots=False, min_interval_seeds=3
+    )
+    pc = json.loads((tmp_path / "i" / "report.json").read_text())["allocators"]["pc"]
     assert pc["ci_low"] <= 1.25 <= pc["ci_high"]
     assert pc["reached"] == 1.0
     assert pc["rollouts_to_target"]["median"]["value"] == pytest.approx(2048.0)
@@ -111,7 +121,7 @@ def test_cli_report(synthetic_run, tmp_path):
         env={"COLUMNS": "220"},
     )
     assert result.exit_code == 0, result.output
-    assert "1.25x [" in result.output and ">= 5,120" in result.output
+    assert "1.25x (1.25, 1.25, 1.25)" in result.output and ">= 5.12k" in result.output
     assert sorted(p.name for p in out.iterdir()) == ["report.json", "report.md"]
     bad = runner.invoke(app, ["report", str(tmp_path / "nope")])
     assert bad.exit_code != 0

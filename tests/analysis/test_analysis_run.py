@@ -29,7 +29,7 @@ def test_load_run_reads_plan_and_metrics(synthetic_run):
 
 
 def test_final_target_crossings_and_speedups(synthetic_run):
-    a = analyze_run(synthetic_run)
+    a = analyze_run(synthetic_run, min_interval_seeds=3)  # intervals from 3 seeds on
     assert a.target_value == pytest.approx(0.71)  # mean of grpo's finals 0.70, 0.71, 0.72
     grpo = a.get("grpo").axes["rollouts"]
     assert grpo.per_seed[0] == Bounded(2560.0, "lower")  # its final 0.70 misses the mean
@@ -69,6 +69,36 @@ def test_final_target_crossings_and_speedups(synthetic_run):
     assert vigor.axes["rollouts"].reached == pytest.approx(2 / 3)
     assert vigor.peak_accuracy == pytest.approx((0.75 + 0.75 + 0.70) / 3)
     assert a.get("grpo").axes["rollouts"].speedup == Bounded(1.0)
+
+
+def test_few_seeds_give_per_seed_speedups_not_an_interval(synthetic_run, tmp_path, make_run):
+    """Issue 16: with 2 seeds the interval read `0.58x [0.48, 0.58]` (the point estimate at an
+    end: 2 seeds give 3 distinct bootstrap draws). Below 5 seeds: each seed's own speedup."""
+    a = analyze_run(synthetic_run)  # 3 seeds
+    pc = a.get("pc").axes["rollouts"]
+    assert pc.ci is None and pc.few_seeds and a.few_seeds
+    # each pc seed against grpo's same seed, the target that seed's own final value
+    assert {s: b.value for s, b in pc.seed_speedups.items()} == pytest.approx(
+        {0: 1.25, 1: 1.25, 2: 1.25}
+    )
+    assert pc.paired == {0: True, 1: True, 2: True}
+    vigor = a.get("vigor").axes["rollouts"]
+    assert vigor.seed_speedups[2] == Bounded(1.0, "upper")  # seed 2 never reaches 0.72
+    from rollcli.analysis.summary import footnotes, summary_rows
+
+    rows = {r["allocator"]: r for r in summary_rows(a)}
+    assert rows["pc"]["speedup"] == "1.25x (1.25, 1.25, 1.25)"
+    assert rows["vigor"]["speedup"].endswith("(1.60, 1.60, <= 1.00)")
+    assert rows["dapo"]["speedup"] == "<= 0.50x"  # a bound: no seed values, no interval
+    notes = footnotes(a)
+    assert any("the speedup each seed alone gives" in n for n in notes)
+    # the baseline misses its own mean target on one seed: the footnote says why
+    assert any(n.startswith("grpo reached 2/3: its target is the mean") for n in notes)
+    two = analyze_run(make_run(tmp_path / "two", seeds=(0, 1)))
+    assert two.get("pc").axes["rollouts"].ci is None
+    assert "[" not in {r["allocator"]: r for r in summary_rows(two)}["pc"]["speedup"]
+    five = analyze_run(make_run(tmp_path / "five", seeds=(0, 1, 2, 3, 4)))
+    assert five.get("pc").axes["rollouts"].ci is not None and not five.few_seeds
 
 
 def test_peak_value_and_smoothed_targets(tmp_path, make_run):
@@ -134,14 +164,25 @@ def test_print_summary(synthetic_run):
     analysis = print_summary(synthetic_run, console=console)
     text = console.export_text()
     assert analysis.get("pc").axes["rollouts"].speedup.value == pytest.approx(1.25)
-    for needle in ("rollouts to target", "1.25x [", ">= 5,120", "<= 0.50x", "0.7100", "baseline"):
+    for needle in (
+        "rollouts to target",
+        "1.25x (1.25, 1.25, 1.25)",
+        ">= 5.12k",
+        "<= 0.50x",
+        "0.7100",
+        "baseline",
+    ):
         assert needle in text
     assert "Zero-var frac" in text
     narrow = Console(record=True, width=80)
     print_summary(synthetic_run, console=narrow)
     text = narrow.export_text()
-    assert "1.25x [" in text and "Zero-var frac" not in text and "rollcli report" in text
-    assert max(len(line) for line in text.splitlines()[:10]) <= 80
+    assert (
+        "1.25x (1.25, 1.25, 1.25)" in text
+        and "Zero-var frac" not in text
+        and "rollcli report" in text
+    )
+    assert max(len(line) for line in text.splitlines()) <= 80
 
 
 def test_import_is_cheap():

@@ -143,7 +143,7 @@ def test_report_is_built_offline(synthetic_run):
 
     report = build_wandb_report(analyze_run(synthetic_run), entity="team", project="proj")
     markdown = next(b for b in report.blocks if isinstance(b, wr.MarkdownBlock))
-    assert "| pc | pilot_commit | 3/3 | 2,048 | 1.25x [" in markdown.text
+    assert "| pc | pilot_commit | 3 | 3/3 | 2.05k | 1.25x (1.25, 1.25, 1.25) |" in markdown.text
     grid = next(b for b in report.blocks if isinstance(b, wr.PanelGrid))
     assert grid.runsets[0].groupby == ["config.job.allocator"]
     assert "Group = 'synthetic'" in str(grid.runsets[0].filters)

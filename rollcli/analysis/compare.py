@@ -1,0 +1,153 @@
+"""Several run folders as one comparison: ``rollcli report runs/a runs/b``.
+
+:func:`load_runs` reads each run folder and joins their train jobs into one :class:`RunData`, so
+the analysis (targets, crossings, speedups, per-seed ratios, intervals) is exactly the one of a
+single run. Names: an allocator keeps its name when no other run has one by that name, else it
+becomes ``<run>/<name>`` (the run folder's name). An allocator whose jobs are the very same jobs
+(same content-hashed ids) in two runs — a variant folder shares its unchanged allocators with the
+folder it came from — is one allocator, listed once. Seeds are paired with the baseline's seeds
+of the same number wherever both exist, whichever run they come from; the others are unpaired
+and the table says so.
+
+The target is the first run's (or ``--target``'s), the baseline the first run's (or
+``--baseline``'s, either ``name`` or ``run/name``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rollcli.analysis.load import JobMetrics, RunData, TargetSpec, load_run
+from rollcli.errors import StoreError
+
+__all__ = ["load_runs", "parse_target"]
+
+
+def parse_target(text: str | None, baseline: str | None = None) -> dict[str, Any]:
+    """``--target`` and ``--baseline`` as keys of the spec's ``target``: ``final``, ``peak`` (of
+    the baseline) or a number (a fixed value of the metric)."""
+    out: dict[str, Any] = {}
+    if text is not None:
+        word = text.strip().lower()
+        if word in ("final", "peak"):
+            out["at"] = word
+        else:
+            try:
+                value = float(word)
+            except ValueError:
+                raise StoreError(
+                    f"--target {text!r}: give final, peak (the baseline's final or peak "
+                    "accuracy, mean over its seeds) or a number such as 0.9"
+                ) from None
+            if value != value or value in (float("inf"), float("-inf")):
+                raise StoreError(f"--target {text!r}: a target must be a finite number")
+            out.update(at="value", value=value)
+    if baseline is not None:
+        out["baseline"] = baseline
+    return out
+
+
+def _label(run: RunData, used: set[str]) -> str:
+    label = run.run_dir.name or run.experiment
+    while label in used:  # two folders with one name (runs/a/x and runs/b/x)
+        label = f"{run.run_dir.parent.name}/{label}"
+    used.add(label)
+    return label
+
+
+def load_runs(
+    run_dirs: Sequence[str | Path], *, target: Mapping[str, Any] | None = None
+) -> RunData:
+    """One :class:`RunData` holding the train jobs of every run folder (see the module doc)."""
+    if not run_dirs:
+        raise StoreError("give at least one run folder")
+    override = dict(target or {})
+    wanted_baseline = override.pop("baseline", None)
+    # only the first run's baseline matters: the others need not hold theirs (a variant may not)
+    runs = [load_run(run_dirs[0], target=override)]
+    runs += [load_run(path, target={**override, "baseline": None}) for path in run_dirs[1:]]
+    if len(runs) == 1:
+        if wanted_baseline is None:
+            return runs[0]
+        return load_run(run_dirs[0], target={**override, "baseline": wanted_baseline})
+    labels: list[str] = []
+    used: set[str] = set()
+    for run in runs:
+        labels.append(_label(run, used))
+    # one entry per distinct allocator: (label, name) -> job ids; identical job sets merge
+    entries: list[tuple[str, str, RunData]] = []
+    seen_jobs: dict[frozenset[str], tuple[str, str]] = {}
+    alias: dict[tuple[str, str], tuple[str, str]] = {}
+    for label, run in zip(labels, runs, strict=True):
+        for name in run.allocators:
+            ids = frozenset(j.job_id for j in run.jobs_of(name))
+            if ids in seen_jobs:
+                alias[(label, name)] = seen_jobs[ids]
+                continue
+            seen_jobs[ids] = (label, name)
+            alias[(label, name)] = (label, name)
+            entries.append((label, name, run))
+    counts: dict[str, int] = {}
+    for _, name, _ in entries:
+        counts[name] = counts.get(name, 0) + 1
+    display = {
+        (label, name): name if counts[name] == 1 else f"{label}/{name}"
+        for label, name, _ in entries
+    }
+    jobs: list[JobMetrics] = []
+    kinds: dict[str, str] = {}
+    for label, name, run in entries:
+        shown = display[(label, name)]
+        kinds[shown] = run.kinds.get(name, name)
+        for job in run.jobs_of(name):
+            jobs.append(
+                JobMetrics(job.job_id, shown, job.seed, job.status, job.rows, run_dir=run.run_dir)
+            )
+    first = runs[0]
+    base_key = alias[(labels[0], first.target.baseline)]
+    if wanted_baseline is not None:
+        base_key = _find(str(wanted_baseline), display, alias, labels)
+    baseline = display[base_key]
+    names = [display[(label, name)] for label, name, _ in entries]
+    target_map = {
+        "metric": first.target.metric,
+        "at": first.target.at,
+        "value": first.target.value,
+        "smooth": first.target.smooth,
+        "baseline": baseline,
+    }
+    spec_target = TargetSpec.from_mapping(target_map, names, kinds)
+    names.remove(baseline)
+    return RunData(
+        run_dir=first.run_dir,
+        experiment=" vs ".join(labels),
+        allocators=[baseline, *names],
+        kinds=kinds,
+        target=spec_target,
+        jobs=jobs,
+        spec=first.spec,
+        budget_steps=first.budget_steps,
+        sources=[run.run_dir for run in runs],
+    )
+
+
+def _find(
+    query: str,
+    display: Mapping[tuple[str, str], str],
+    alias: Mapping[tuple[str, str], tuple[str, str]],
+    labels: Sequence[str],
+) -> tuple[str, str]:
+    if "/" in query:
+        label, _, name = query.rpartition("/")
+        if (label, name) in alias:
+            return alias[(label, name)]
+    matches = [key for key, shown in display.items() if shown == query or key[1] == query]
+    if len(matches) == 1:
+        return matches[0]
+    valid = ", ".join(display.values())
+    what = "is ambiguous" if matches else "names no allocator of these runs"
+    raise StoreError(
+        f"--baseline {query!r} {what}; give one of: {valid} (runs: {', '.join(labels)})"
+    )
