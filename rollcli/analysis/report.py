@@ -35,6 +35,7 @@ __all__ = [
     "RENDERERS",
     "ReportResult",
     "write_report",
+    "check_out_dir",
     "render_markdown",
     "render_latex",
     "render_csv",
@@ -269,6 +270,16 @@ def parse_formats(formats: str | Sequence[str] | None) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def check_out_dir(out_dir: Path) -> None:
+    """Refuse (before any work) a report folder that is, or lies under, an existing file."""
+    blocker = next((p for p in (out_dir, *out_dir.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():
+        raise RollcliError(
+            f"{out_dir}: cannot write the report there: {blocker} is a file, not a folder; "
+            "give another --out"
+        )
+
+
 def write_report(
     run_dir: str | Path,
     *,
@@ -281,12 +292,7 @@ def write_report(
     """Analyse ``run_dir`` and write the report files (and plots) under ``out`` (default
     ``<run_dir>/report``). Returns the analysis and the paths written."""
     out_dir = Path(out) if out is not None else RunFolder(run_dir).report
-    blocker = next((p for p in (out_dir, *out_dir.parents) if p.exists()), None)
-    if blocker is not None and not blocker.is_dir():
-        raise RollcliError(
-            f"{out_dir}: cannot write the report there: {blocker} is a file, not a folder; "
-            "give another --out"
-        )
+    check_out_dir(out_dir)
     analysis = analysis or analyze_run(run_dir, **analyze_kwargs)
     result = ReportResult(analysis)
     for name in parse_formats(formats):

@@ -102,10 +102,17 @@ def report(
 
     from rollcli.analysis.analyze import analyze_run
     from rollcli.analysis.compare import load_runs, parse_target
-    from rollcli.analysis.report import RENDERERS, parse_formats, render_json, write_report
+    from rollcli.analysis.report import (
+        RENDERERS,
+        check_out_dir,
+        parse_formats,
+        render_json,
+        write_report,
+    )
     from rollcli.analysis.summary import print_analysis
     from rollcli.errors import RollcliError
     from rollcli.store.folders import RunFolder
+    from rollcli.text import plural
 
     for run_dir in run_dirs:
         run = RunFolder(run_dir)
@@ -124,6 +131,8 @@ def report(
         )
     if wandb and len(run_dirs) > 1:
         raise RollcliError("--wandb reports one run folder at a time (W&B groups runs by it)")
+    if not to_stdout:
+        check_out_dir(_out_dir(list(run_dirs), out))
     data = load_runs(run_dirs, target=parse_target(target, baseline))
     analysis = analyze_run(data, confidence=confidence)
     if to_stdout:
@@ -144,7 +153,7 @@ def report(
     tables = [p for p in result.files if p.suffix in (".md", ".csv", ".json", ".tex")]
     print_analysis(analysis, console, full_table=str(tables[0]) if tables else "--format md")
     if result.files:
-        console.print(f"wrote {len(result.files)} files:", highlight=False)
+        console.print(f"wrote {plural(len(result.files), 'file')}:", highlight=False)
         for path in result.files:
             console.print(f"  {path}", highlight=False, soft_wrap=True)
     if wandb:
