@@ -21,12 +21,13 @@ from __future__ import annotations
 import abc
 import dataclasses
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
+from rollcli.allocators.breakdown import RolloutBreakdown
 from rollcli.allocators.source import PromptSource
 
 __all__ = [
@@ -209,7 +210,9 @@ class BudgetLedger:
     Generated counts include discarded pilots and rejected groups; trained counts are the
     rollouts of the groups :meth:`BaseAllocator.train_groups` returned. Their difference is
     what an allocator generated and did not train on (DAPO's dropped groups, the pilots of
-    Pilot-Commit's rejected prompts, the n - m rollouts PODS leaves out).
+    Pilot-Commit's rejected prompts, the n - m rollouts PODS leaves out). ``where`` splits
+    them further (:mod:`rollcli.allocators.breakdown`): informative, zero-variance, decision-only
+    and held, in rollouts and tokens, plus the rollouts a history-based allocator skipped.
     """
 
     num_rollouts: int = 0
@@ -220,11 +223,15 @@ class BudgetLedger:
     step_zero_variance_groups: int = 0
     num_trained_rollouts: int = 0
     step_trained_rollouts: int = 0
+    where: RolloutBreakdown = dataclasses.field(
+        default_factory=RolloutBreakdown, repr=False, compare=False
+    )
 
     def start_step(self) -> None:
         self.step_rollouts = self.step_tokens = 0
         self.step_groups = self.step_zero_variance_groups = 0
         self.step_trained_rollouts = 0
+        self.where.start_step()
 
     def record(self, outcomes: Iterable[Outcome]) -> None:
         outcomes = list(outcomes)
@@ -239,10 +246,12 @@ class BudgetLedger:
         starts = np.zeros_like(sizes)
         np.cumsum(sizes[:-1], out=starts[1:])
         rewards = np.concatenate([o.rewards for o in outcomes]).astype(float, copy=False)
-        tokens = int(np.concatenate([o.num_tokens for o in outcomes]).sum())
-        flat = (np.maximum.reduceat(rewards, starts) == np.minimum.reduceat(rewards, starts)) & (
-            sizes > 1
-        )
+        token_arrays = [o.num_tokens for o in outcomes]
+        token_sums = np.add.reduceat(np.concatenate(token_arrays).astype(np.int64), starts)
+        tokens = int(token_sums.sum())
+        varied = np.maximum.reduceat(rewards, starts) > np.minimum.reduceat(rewards, starts)
+        self.where.told([o.refs for o in outcomes], token_arrays, token_sums, varied)
+        flat = ~varied & (sizes > 1)
         rollouts = int(sizes.sum())
         self.num_rollouts += rollouts
         self.step_rollouts += rollouts
@@ -251,19 +260,31 @@ class BudgetLedger:
         self.step_groups += len(outcomes)
         self.step_zero_variance_groups += int(flat.sum())
 
-    def record_trained(self, groups: Iterable[Group]) -> None:
-        """Count the rollouts of this step's training groups."""
+    def record_trained(
+        self, groups: Sequence[Group], live: Collection[RolloutRef] = frozenset()
+    ) -> None:
+        """Count the rollouts of this step's training groups; ``live`` are the untrained
+        rollouts the allocator may still train later (its :meth:`BaseAllocator.live_refs`)."""
         trained = sum([len(g.refs) for g in groups])
         self.num_trained_rollouts += trained
         self.step_trained_rollouts += trained
+        self.where.trained(groups, live)
 
-    def state_dict(self) -> dict[str, int]:
-        return dict(self.__dict__)
+    def record_skipped(self, rollouts: int) -> None:
+        """Rollouts a history-based allocator chose not to generate (GRESO's skipped prompts)."""
+        self.where.skipped(rollouts)
 
-    def load_state_dict(self, state: Mapping[str, int]) -> None:
+    def state_dict(self) -> dict[str, Any]:
+        state: dict[str, Any] = {k: v for k, v in self.__dict__.items() if k != "where"}
+        state["where"] = self.where.state_dict()
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         # a counter missing from the state (a checkpoint written before it existed) restarts at 0
         for key in self.__dict__:
-            setattr(self, key, int(state.get(key, 0)))
+            if key != "where":
+                setattr(self, key, int(state.get(key, 0)))
+        self.where.load_state_dict(state.get("where"))
 
 
 class BaseAllocator(abc.ABC):
@@ -405,7 +426,7 @@ class BaseAllocator(abc.ABC):
         if self._pending is not None:
             raise AllocatorError("train_groups() with an ask still pending")
         groups = self._train_groups()
-        self.ledger.record_trained(groups)
+        self.ledger.record_trained(groups, self.live_refs())
         self._in_step = False
         return groups
 

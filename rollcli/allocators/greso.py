@@ -302,6 +302,8 @@ class GresoAllocator(BaseAllocator):
             self._counts["skipped_hard"] += int(
                 np.count_nonzero(skipped & (self._hard_run[ids] > 0))
             )
+            # the ledger's "skipped": the generation uniform GRPO would have spent on them
+            self.ledger.record_skipped(int(np.count_nonzero(skipped)) * cfg.n)
             kept = ids[~skipped].tolist()
             chosen += kept
             seen.update(fresh)

@@ -306,4 +306,7 @@ def write_report(
         from rollcli.analysis.plots import write_plots
 
         result.files += write_plots(analysis, out_dir)
+    from rollcli.analysis.breakdown import write_breakdown  # where every rollout went
+
+    result.files += write_breakdown(analysis.run, out_dir, plots=plots)
     return result

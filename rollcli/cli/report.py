@@ -152,6 +152,10 @@ def report(
     console = Console()
     tables = [p for p in result.files if p.suffix in (".md", ".csv", ".json", ".tex")]
     print_analysis(analysis, console, full_table=str(tables[0]) if tables else "--format md")
+    from rollcli.analysis.breakdown import breakdown_table, run_breakdown
+
+    if breakdown := run_breakdown(analysis.run):
+        console.print(breakdown_table(breakdown))
     if result.files:
         console.print(f"wrote {plural(len(result.files), 'file')}:", highlight=False)
         for path in result.files:

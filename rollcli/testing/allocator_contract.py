@@ -22,7 +22,9 @@ outside author can hold an allocator to the contract without registering it::
 checks, after every protocol call (:class:`ContractRun`):
 
 * the ledger equals what the backend generated, per step and in total, rollouts and tokens,
-  and counts as trained exactly the rollouts of the returned groups;
+  and counts as trained exactly the rollouts of the returned groups; its breakdown
+  (:mod:`rollcli.allocators.breakdown`) matches one recomputed here from the told rollouts,
+  the groups and ``live_refs()``: informative + zero_var + decision + held = generated;
 * ``max_step_rollouts`` is an int >= 1 and no step generates more (the budget, or the stated
   bound of an algorithm that overspends by design such as DAPO refill or Pilot-Commit pilots);
 * training groups hold only told rollouts, with the told rewards, each rollout trained once,
@@ -208,7 +210,9 @@ class ContractRun:
     in_step: bool = False
     pending: Ask | None = None
     told: dict[Any, float] = field(default_factory=dict)
+    told_tokens: dict[Any, int] = field(default_factory=dict)
     trained: set[Any] = field(default_factory=set)
+    parts: dict[str, int] = field(default_factory=dict)
     evicted: set[int] = field(default_factory=set)
     deferred_at: dict[int, int] = field(default_factory=dict)
     asked_in_epoch: dict[int, set[int]] = field(default_factory=dict)
@@ -248,6 +252,7 @@ class ContractRun:
             a.tell(outcomes)
             for o in outcomes:
                 self.told.update(zip(o.refs, o.rewards.tolist(), strict=True))
+                self.told_tokens.update(zip(o.refs, o.num_tokens.tolist(), strict=True))
             self.trace.append(("tell", [(o.prompt_id, o.rewards.tolist()) for o in outcomes]))
             self._note_pool([o.prompt_id for o in outcomes])
         self._check_state()
@@ -303,6 +308,7 @@ class ContractRun:
             f"the groups hold {trained}"
         )
         assert a.ledger.num_trained_rollouts == self.num_trained
+        self._check_breakdown(groups)
         bound = a.max_step_rollouts
         assert isinstance(bound, int) and not isinstance(bound, bool) and bound >= 1, (
             f"{self.case.id}: max_step_rollouts must be an int >= 1, got {bound!r}"
@@ -319,6 +325,39 @@ class ContractRun:
         self.trace.append(("stats", sorted(stats.items())))
         self.in_step = False
         self.step += 1
+
+    def _check_breakdown(self, groups: list[Group]) -> None:
+        """The ledger's breakdown, recomputed from the told rollouts, the groups and the live refs."""
+        where = self.allocator.ledger.where
+        for g in groups:
+            rewards = g.rewards.tolist()
+            if g.baseline is None:
+                signal = len(set(rewards)) > 1
+            else:
+                signal = any(r != g.baseline for r in rewards)
+            part = "informative" if signal else "zero_var"
+            self.parts[f"{part}_rollouts"] = self.parts.get(f"{part}_rollouts", 0) + g.size
+            tokens = sum(self.told_tokens[r] for r in g.refs)
+            self.parts[f"{part}_tokens"] = self.parts.get(f"{part}_tokens", 0) + tokens
+            self.parts["informative_groups"] = self.parts.get("informative_groups", 0) + signal
+        untrained = set(self.told) - self.trained
+        live = untrained & set(self.allocator.live_refs())
+        gone = untrained - live
+        expected = {
+            **dict.fromkeys(where.total, 0),
+            **self.parts,
+            "decision_rollouts": len(gone),
+            "decision_tokens": sum(self.told_tokens[r] for r in gone),
+            "skipped_rollouts": where.total["skipped_rollouts"],
+        }
+        assert where.total == expected, f"{self.case.id}: breakdown {where.total} != {expected}"
+        assert set(where.held) == live, (
+            f"{self.case.id}: held {sorted(where.held)} != {sorted(live)}"
+        )
+        parts = sum(where.total[f"{p}_rollouts"] for p in ("informative", "zero_var", "decision"))
+        assert parts + where.held_rollouts == self.allocator.ledger.num_rollouts
+        tokens = sum(where.total[f"{p}_tokens"] for p in ("informative", "zero_var", "decision"))
+        assert tokens + where.held_tokens == self.allocator.ledger.num_tokens
 
     def _check_groups(self, groups: list[Group]) -> None:
         for g in groups:
@@ -350,6 +389,8 @@ class ContractRun:
             setattr(twin, name, getattr(self, name))
         twin.trace = list(self.trace)
         twin.told = dict(self.told)
+        twin.told_tokens = dict(self.told_tokens)
+        twin.parts = dict(self.parts)
         twin.trained = set(self.trained)
         twin.evicted = set(self.evicted)
         twin.deferred_at = dict(self.deferred_at)

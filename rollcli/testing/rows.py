@@ -3,7 +3,8 @@
 ``check_metrics_rows(rows, num_steps=..., eval_steps=..., initial_eval=...)`` asserts what
 analysis and the live view rely on: a ``step: 0`` row, then one row per step with every key of
 :data:`STEP_KEYS`, cumulative rollouts and tokens that are the sums of the per-step counts,
-shares and means in range, ``wall_s`` not decreasing, allocator stats that have their own column
+the breakdown of each step's rollouts and tokens (informative + zero_var + decision + the change
+in held = generated; informative + zero_var = trained), shares and means in range, ``wall_s`` not decreasing, allocator stats that have their own column
 not repeated as ``alloc/*``, update metrics as ``train/*`` and ``eval/accuracy`` exactly at the
 evaluated steps. The sim, tiny and verl-on-CPU tests all call it on real runs.
 """
@@ -23,6 +24,9 @@ STEP_KEYS = frozenset(
         "time/generate_s", "time/allocate_s", "time/update_s", "time/eval_s", "time/step_s",
         "reward_mean", "reward_var", "gen_reward_var", "zero_var_frac", "prompts_trained",
         "rollouts_trained", "cum_rollouts_trained", "evicted", "deferred", "epoch", "policy_version",
+        "rollouts_informative", "rollouts_zero_var", "rollouts_decision", "rollouts_held",
+        "rollouts_skipped", "tokens_informative", "tokens_zero_var", "tokens_decision",
+        "tokens_held", "groups_informative",
     }
 )  # fmt: skip
 
@@ -40,7 +44,7 @@ def check_metrics_rows(
     first = rows[0]
     assert (first["cum_rollouts"], first["cum_tokens"], first["wall_s"]) == (0, 0, 0.0)
     assert ("eval/accuracy" in first) == initial_eval, first
-    cum_rollouts = cum_tokens = cum_trained = 0
+    cum_rollouts = cum_tokens = cum_trained = held = held_tokens = 0
     version = int(first["policy_version"])
     for prev, row in zip(rows, rows[1:], strict=False):
         step = row["step"]
@@ -57,6 +61,17 @@ def check_metrics_rows(
             assert 0.0 <= row["reward_mean"] <= 1.0, step
         assert row["rollouts_trained"] >= row["prompts_trained"] >= 0, step
         assert row["cum_rollouts_trained"] == cum_trained <= cum_rollouts, step
+        # where every rollout went: the parts of this step's generation, and the held level
+        assert row["rollouts_informative"] + row["rollouts_zero_var"] == row["rollouts_trained"]
+        assert row["step_rollouts"] == row["rollouts_informative"] + row["rollouts_zero_var"] + (
+            row["rollouts_decision"] + row["rollouts_held"] - held
+        ), step
+        assert row["step_tokens"] == row["tokens_informative"] + row["tokens_zero_var"] + (
+            row["tokens_decision"] + row["tokens_held"] - held_tokens
+        ), step
+        held, held_tokens = row["rollouts_held"], row["tokens_held"]
+        assert min(row[k] for k in STEP_KEYS if k.startswith(("rollouts_", "tokens_"))) >= 0, step
+        assert row["prompts_trained"] >= row["groups_informative"] >= 0, step
         assert row["wall_s"] >= prev["wall_s"], step
         assert min(row[k] for k in STEP_KEYS if k.startswith("time/")) >= 0.0, step
         assert row["policy_version"] >= version, step  # updates only move it forward

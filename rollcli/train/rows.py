@@ -19,6 +19,7 @@ from rollcli.allocators.api import BudgetLedger, Group
 
 __all__ = [
     "TOP_LEVEL_STATS",
+    "breakdown_columns",
     "eval_columns",
     "initial_row",
     "mean_group_variance",
@@ -126,11 +127,28 @@ def step_row(
         "epoch": int(stats.get("epoch", 0)),
         "policy_version": int(policy_version),
     }
+    row.update(breakdown_columns(ledger))
     for key, value in stats.items():
         if key not in TOP_LEVEL_STATS:
             row[f"alloc/{key}"] = _scalar(value)
     for key, value in update_metrics.items():
         row[f"train/{key}"] = _scalar(value)
+    return row
+
+
+def breakdown_columns(ledger: BudgetLedger) -> dict[str, int]:
+    """Where this step's rollouts and tokens went (:mod:`rollcli.allocators.breakdown`): the
+    per-step flows ``rollouts_<part>`` / ``tokens_<part>``, the level ``*_held`` after the step,
+    ``rollouts_skipped`` and ``groups_informative``."""
+    step = ledger.where.step
+    row = {}
+    for part in ("informative", "zero_var", "decision"):
+        row[f"rollouts_{part}"] = int(step[f"{part}_rollouts"])
+        row[f"tokens_{part}"] = int(step[f"{part}_tokens"])
+    row["rollouts_held"] = ledger.where.held_rollouts
+    row["tokens_held"] = ledger.where.held_tokens
+    row["rollouts_skipped"] = int(step["skipped_rollouts"])
+    row["groups_informative"] = int(step["informative_groups"])
     return row
 
 

@@ -175,6 +175,8 @@ class SimBackend(BaseBackend):
                 "signal_norm": 0.0,
                 "adv_abs_mean": 0.0,
                 "informative_groups": 0.0,
+                "true_signal": 0.0,
+                "true_signal_informative": 0.0,
                 "optimizer_steps": 1.0,
                 "minibatch_rollouts": 0.0,
                 "ability": float(self.theta.mean()),
@@ -207,6 +209,11 @@ class SimBackend(BaseBackend):
             score_noise=cfg.score_noise,
             prompt_noise_scale=cfg.prompt_noise,
         )
+        # the signal the step bought, by the true p before the update: sqrt(p(1-p)) per group
+        p_groups = sigmoid(self._logits(group_prompts))
+        group_std = np.sqrt(p_groups * (1.0 - p_groups))
+        true_signal = float(group_std.sum())
+        true_signal_informative = float(group_std[sums.abs_adv > 0].sum())
         grad_norms, signal_norms, scales, b_noises = [], [], [], []
         for part in parts:
             ids = group_prompts[part]
@@ -236,6 +243,8 @@ class SimBackend(BaseBackend):
             "signal_norm": float(np.mean(signal_norms)),
             "adv_abs_mean": float(sums.abs_adv.sum() / total),
             "informative_groups": float(np.count_nonzero(sums.abs_adv)),
+            "true_signal": true_signal,
+            "true_signal_informative": true_signal_informative,
             "optimizer_steps": float(len(parts)),
             "minibatch_rollouts": total / len(parts),
             "ability": float(self.theta.mean()),
