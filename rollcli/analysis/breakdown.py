@@ -185,13 +185,16 @@ def _cells(b: AllocatorBreakdown, unit: str, *, counts: bool = True) -> list[str
     ]
 
 
-def render_breakdown_markdown(rows: Sequence[AllocatorBreakdown], experiment: str = "") -> str:
-    """The rollouts and tokens tables, with what each column means."""
+def render_breakdown_markdown(
+    rows: Sequence[AllocatorBreakdown], experiment: str = "", *, level: int = 1
+) -> str:
+    """The rollouts and tokens tables, with what each column means (``level``: heading depth)."""
     from rollcli.analysis.report import markdown_table
 
-    lines = [f"# Where every rollout went{': ' + experiment if experiment else ''}", ""]
+    head = "#" * level
+    lines = [f"{head} Where every rollout went{': ' + experiment if experiment else ''}", ""]
     for unit in ("rollouts", "tokens"):
-        lines += [f"## {unit.capitalize()}", ""]
+        lines += [f"{head}# {unit.capitalize()}", ""]
         lines += [markdown_table(_HEADERS, [_cells(b, unit) for b in rows]), ""]
     lines += [
         "Means over seeds of each job's totals. Informative: trained in a group whose advantages "

@@ -89,8 +89,10 @@ def render_markdown(analysis: RunAnalysis) -> str:
             ),
             "",
         ]
-    # further sections (issue 14's rollout breakdown, rollcli/analysis/breakdown.py) go here,
-    # after the per-seed tables and before the warnings
+    from rollcli.analysis.breakdown import render_breakdown_markdown, run_breakdown
+
+    if breakdown := run_breakdown(analysis.run):  # where every rollout went (none: older rows)
+        parts += [render_breakdown_markdown(breakdown, level=2)]
     if analysis.warnings:
         parts += ["## Warnings", ""] + [f"- {w}" for w in analysis.warnings] + [""]
     return "\n".join(parts)

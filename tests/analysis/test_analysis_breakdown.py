@@ -72,6 +72,7 @@ def test_breakdown_of_a_real_run(cli, tmp_path: Path) -> None:
         assert (report / name).is_file(), name
     table = (report / "breakdown.md").read_text()
     assert "| pods | 2 |" in table and "75.0%" in table
+    assert "## Where every rollout went" in (report / "report.md").read_text()
     saved = {d["allocator"]: d for d in read_json(report / "breakdown.json")}
     assert saved["pods"]["rollouts"]["decision"] == pods.rollouts["decision"]
     assert len(saved["greso"]["jobs"]) == 2
