@@ -1,8 +1,29 @@
-"""Domain errors. The CLI turns each into one line that says what to do next, and an exit code."""
+"""Domain errors. The CLI turns each into one line that says what to do next, and an exit code.
+
+:func:`suggest` words every "did you mean" of rollcli (spec keys, kinds, templates, job names).
+"""
 
 from __future__ import annotations
 
-__all__ = ["RollcliError", "SpecError", "StoreError", "LockHeldError"]
+import difflib
+from collections.abc import Iterable
+
+__all__ = ["RollcliError", "SpecError", "StoreError", "LockHeldError", "closest", "suggest"]
+
+
+def closest(name: object, valid: Iterable[object]) -> str | None:
+    """The valid name closest to ``name`` (difflib's ratio of at least 0.6), or None."""
+    matches = difflib.get_close_matches(str(name), [str(v) for v in valid], n=1)
+    return matches[0] if matches else None
+
+
+def suggest(name: object, valid: Iterable[object], *, sentence: bool = False) -> str:
+    """``"; did you mean 'x'?"`` to append inside a line, or with ``sentence`` ``" Did you mean
+    'x'?"`` after a full stop; ``""`` when no valid name is close."""
+    match = closest(name, valid)
+    if match is None:
+        return ""
+    return f" Did you mean '{match}'?" if sentence else f"; did you mean '{match}'?"
 
 
 class RollcliError(Exception):

@@ -6,12 +6,12 @@ cheap (no torch until the tiny backend is asked for).
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from rollcli.backends.api import BaseBackend
+from rollcli.errors import suggest
 
 __all__ = ["BaseBackend", "BACKENDS", "TRAINER_DRIVEN", "create_backend", "trainer_driven_runner"]
 
@@ -42,7 +42,6 @@ def create_backend(config: Mapping[str, Any], *, seed: int, job_dir: Any = None)
     """Create a backend from its spec section (``{kind: sim, ...}``)."""
     kind = config.get("kind")
     if kind not in BACKENDS:
-        close = difflib.get_close_matches(str(kind), list(BACKENDS), n=1)
-        hint = f" Did you mean '{close[0]}'?" if close else ""
+        hint = suggest(kind, BACKENDS, sentence=True)
         raise ValueError(f"unknown backend kind '{kind}'.{hint} Valid: {', '.join(BACKENDS)}.")
     return _resolve(BACKENDS[kind])(config, seed=seed, job_dir=job_dir)

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from rollcli.cli._options import OverridesArg, SpecArg, console
+from rollcli.errors import suggest
 
 __all__ = ["allocator_kinds_listing", "register"]
 
@@ -121,8 +122,6 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """Create a new spec NAME.yaml from a template."""
-        import difflib
-
         from rollcli.errors import RollcliError
         from rollcli.spec.compose import template_names, templates_dir
         from rollcli.store.atomic import atomic_write_text
@@ -143,8 +142,7 @@ def register(app: typer.Typer) -> None:
                 f"'{name}' is not a valid experiment name; use letters, digits, '_' and '-'"
             )
         if template not in names:
-            close = difflib.get_close_matches(template, names, n=1)
-            hint = f" Did you mean '{close[0]}'?" if close else ""
+            hint = suggest(template, names, sentence=True)
             raise RollcliError(f"unknown template '{template}'.{hint} Valid: {', '.join(names)}.")
         if directory.exists() and not directory.is_dir():
             raise RollcliError(f"--dir {directory} is a file, not a folder")

@@ -10,13 +10,12 @@ resolved with OmegaConf, then ``preset:`` names are expanded from the allocator 
 from __future__ import annotations
 
 import copy
-import difflib
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rollcli.errors import SpecError
+from rollcli.errors import SpecError, closest, suggest
 from rollcli.spec.yamlio import Mark, Marks, Path_, load_yaml
 
 __all__ = [
@@ -38,8 +37,7 @@ def dotted(path: Path_) -> str:
 
 
 def _suggest(name: str, valid: Sequence[str]) -> str:
-    close = difflib.get_close_matches(str(name), [str(v) for v in valid], n=1)
-    hint = f"; did you mean '{close[0]}'?" if close else ""
+    hint = suggest(name, valid)
     return f"{hint} (valid: {', '.join(sorted(map(str, valid)))})" if valid else hint
 
 
@@ -206,9 +204,9 @@ def apply_overrides(data: dict[str, Any], marks: Marks, overrides: Sequence[str]
             and not _is_field(data, tuple(path[:-1]), last)
         ):
             valid = list(parent) if isinstance(parent, dict) else []
-            close = difflib.get_close_matches(str(last), [str(v) for v in valid], n=1)
+            close = closest(last, valid)
             hint = (
-                f"did you mean '{close[0]}'? or add it with '+{text}'"
+                f"did you mean '{close}'? or add it with '+{text}'"
                 if close
                 else f"add it with '+{text}'"
             )

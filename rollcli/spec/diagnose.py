@@ -6,14 +6,13 @@ with the nearest valid name for typos.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import re
 import typing
 from typing import Any
 
 from pydantic import BaseModel
 
-from rollcli.errors import SpecError
+from rollcli.errors import SpecError, suggest
 from rollcli.spec.compose import dotted
 from rollcli.spec.models import spec_model
 from rollcli.spec.yamlio import Marks, Path_
@@ -189,8 +188,7 @@ def describe_error(error: dict[str, Any], data: Any, marks: Marks) -> tuple[Any,
     path = _data_path(loc, data)
     if kind in ("extra_forbidden", "unexpected_keyword_argument"):
         valid = _valid_keys(path[:-1], data)
-        close = difflib.get_close_matches(str(path[-1]), valid, n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
+        hint = suggest(path[-1], valid)
         section = f"in {dotted(path[:-1])}" if path[:-1] else "at the top level"
         return marks.find(path, key=True), (
             f"{dotted(path)}: unknown key '{path[-1]}' {section}{hint} (valid: {_listing(valid)})"
@@ -204,8 +202,7 @@ def describe_error(error: dict[str, Any], data: Any, marks: Marks) -> tuple[Any,
         )
         valid = valid or re.findall(r"'([^']+)'", error["ctx"]["expected_tags"])
         what = "backend" if path[:1] == ("backend",) else "allocator"
-        close = difflib.get_close_matches(str(tag), valid, n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
+        hint = suggest(tag, valid)
         kpath = (*path, "kind")
         if what == "allocator":
             from rollcli.allocators.registry import load_entry_points

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from rollcli.errors import SpecError
+from rollcli.errors import SpecError, suggest
 from rollcli.spec.compose import dotted
 from rollcli.spec.yamlio import Marks, Path_
 
@@ -32,13 +32,10 @@ _INDEX = re.compile(r"\[(\d+)\]")
 
 def check_top_level_keys(data: dict[str, Any], marks: Marks, known: Iterable[str]) -> None:
     """Refuse a top-level key the Spec model does not have (with a suggestion)."""
-    import difflib
-
     known = list(known)
     for key in data:
         if key not in known:
-            close = difflib.get_close_matches(str(key), known, n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else ""
+            hint = suggest(key, known)
             raise SpecError(  # worded like the model's own unknown-key errors (diagnose.py)
                 f"{marks.find((key,), key=True)}: {key}: unknown key '{key}' at the top level"
                 f"{hint} (valid: {', '.join(known)})"

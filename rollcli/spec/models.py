@@ -4,7 +4,8 @@ The backend and allocator sections are discriminated unions on ``kind`` over the
 dataclasses their packages own (``rollcli.backends.<kind>.config`` and the allocator registry),
 so a knob is defined exactly once, next to the code that uses it. Those unions are assembled at
 first use by :func:`spec_model` (backends that are not importable are skipped; a test asserts
-that sim, tiny and verl are all wired). Cross-field rules live in :mod:`rollcli.spec.validate`.
+that sim, tiny and verl are all wired). Cross-field rules: the spec's own in
+:mod:`rollcli.spec.validate`, the components' in :mod:`rollcli.spec.checks`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import importlib
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_serializer
+
+from rollcli.errors import suggest
 
 __all__ = [
     "BACKEND_CONFIGS",
@@ -69,6 +72,50 @@ class EvalSpec(_Frozen):
     limit: int | None = Field(
         None, ge=1, description="eval jobs: the first N problems of each benchmark (smoke runs)"
     )
+
+    def check(self, *, backend: Any) -> list[tuple[tuple[str | int, ...], str]]:
+        """Problems of this section with the backend, as (path inside ``eval``, message): names
+        the eval benchmark registry does not know, repeated benchmarks, samples of benchmarks
+        outside the suite, ``jobs`` with a backend that runs no eval jobs."""
+        problems: list[tuple[tuple[str | int, ...], str]] = []
+        if self.suite:
+            from rollcli.eval.benchmarks import BENCHMARKS
+
+            known = list(BENCHMARKS)
+            for index, bench in enumerate(self.suite):
+                if bench not in known:
+                    problems.append(
+                        (
+                            ("suite", index),
+                            f"unknown benchmark '{bench}'{suggest(bench, known)} "
+                            f"(valid: {', '.join(known)})",
+                        )
+                    )
+                elif self.suite.index(bench) != index:
+                    problems.append((("suite", index), f"benchmark '{bench}' is listed twice"))
+        if isinstance(self.samples, dict):
+            for bench in self.samples:
+                if bench not in self.suite:
+                    problems.append(
+                        (
+                            ("samples", bench),
+                            f"'{bench}' is not in eval.suite ({', '.join(self.suite) or 'empty'})",
+                        )
+                    )
+        if self.jobs and not getattr(backend, "runs_eval_jobs", False):
+            runners = [
+                kind
+                for kind, cls in backend_config_classes().items()
+                if getattr(cls, "runs_eval_jobs", False)
+            ]
+            problems.append(
+                (
+                    ("jobs",),
+                    f"separate eval jobs are for the {', '.join(runners)} backend, not "
+                    f"'{backend.kind}'",
+                )
+            )
+        return problems
 
     @model_serializer(mode="wrap")
     def _omit_unset_limit(self, handler: Any) -> dict[str, Any]:

@@ -14,7 +14,6 @@ metrics and checkpoints, and adds the jobs that are new.
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import subprocess
@@ -26,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from rollcli.errors import StoreError
+from rollcli.errors import StoreError, suggest
 from rollcli.store.atomic import atomic_write_json, atomic_write_text, read_json
 from rollcli.store.folders import RunFolder
 from rollcli.store.state import init_state, now, read_state
@@ -198,8 +197,7 @@ def find_job(manifest: dict[str, Any], query: str) -> str:
             what = "give one of these ids (a sweep runs several points per allocator and seed)"
         raise StoreError(f"job '{query}' is ambiguous: {', '.join(matches)}; {what}")
     names = [f"{j['allocator']}/{j['seed']}" for j in jobs if j["type"] == "train"]
-    close = difflib.get_close_matches(query, names + ids, n=1)
-    hint = f" Did you mean '{close[0]}'?" if close else ""
+    hint = suggest(query, names + ids, sentence=True)
     raise StoreError(
         f"no job '{query}' in this run.{hint} Give an id prefix or allocator/seed "
         "(see: rollcli status RUNDIR)"

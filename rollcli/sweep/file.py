@@ -14,13 +14,12 @@ focus: [pc]                                  # allocators the ablation is about 
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rollcli.errors import SpecError
+from rollcli.errors import SpecError, closest, suggest
 from rollcli.sweep.axes import Axis, SampleAxes, SweepAxes, expand_points, format_value, parse_axis
 
 __all__ = ["SweepFile", "load_sweep_file"]
@@ -92,8 +91,8 @@ def _resolve_base(base: Any, path: Path, marks: Any) -> Path:
     template = templates_dir() / f"{base}.yaml"
     if template.exists():
         return template
-    hint = difflib.get_close_matches(base, template_names(), n=1)
-    suggestion = f" Did you mean template '{hint[0]}'?" if hint else ""
+    close = closest(base, template_names())
+    suggestion = f" Did you mean template '{close}'?" if close else ""
     raise _error(marks.find(("base",)), "base", f"no spec at {candidate}.{suggestion}")
 
 
@@ -107,8 +106,7 @@ def load_sweep_file(path: str | Path, extra_overrides: Sequence[str] = ()) -> Sw
     data, marks = load_yaml(path)
     for key in data:
         if key not in KEYS:
-            close = difflib.get_close_matches(str(key), KEYS, n=1)
-            hint = f" Did you mean '{close[0]}'?" if close else ""
+            hint = suggest(key, KEYS, sentence=True)
             raise _error(
                 marks.find((key,), key=True),
                 str(key),

@@ -51,6 +51,8 @@ class SimConfig:
     """
 
     __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
+    # the spec asks: allocators that need the true success probabilities (oracles) run here
+    knows_success_probabilities: ClassVar[bool] = True
 
     kind: Literal["sim"] = "sim"
     # -- pool -------------------------------------------------------------------------------

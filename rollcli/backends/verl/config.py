@@ -43,6 +43,8 @@ class VerlConfig:
     """
 
     __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
+    # the spec asks: `eval.jobs` (separate jobs evaluating this backend's checkpoints) runs here
+    runs_eval_jobs: ClassVar[bool] = True
 
     kind: Literal["verl"] = "verl"
     device: Literal["cpu", "cuda"] = "cuda"
