@@ -17,13 +17,20 @@ def closest(name: object, valid: Iterable[object]) -> str | None:
     return matches[0] if matches else None
 
 
-def suggest(name: object, valid: Iterable[object], *, sentence: bool = False) -> str:
+def suggest(
+    name: object, valid: Iterable[object], *, sentence: bool = False, listing: bool = False
+) -> str:
     """``"; did you mean 'x'?"`` to append inside a line, or with ``sentence`` ``" Did you mean
-    'x'?"`` after a full stop; ``""`` when no valid name is close."""
+    'x'?"`` after a full stop; ``""`` when no valid name is close. With ``listing``, the valid
+    names follow: ``" (valid: a, b)"``."""
+    valid = [str(v) for v in valid]
     match = closest(name, valid)
-    if match is None:
-        return ""
-    return f" Did you mean '{match}'?" if sentence else f"; did you mean '{match}'?"
+    hint = ""
+    if match is not None:
+        hint = f" Did you mean '{match}'?" if sentence else f"; did you mean '{match}'?"
+    if listing and valid:
+        hint += f" (valid: {', '.join(sorted(valid))})"
+    return hint
 
 
 class RollcliError(Exception):

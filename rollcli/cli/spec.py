@@ -123,7 +123,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Create a new spec NAME.yaml from a template."""
         from rollcli.errors import RollcliError
-        from rollcli.spec.compose import template_names, templates_dir
+        from rollcli.spec.templates import template_names, templates_dir
         from rollcli.store.atomic import atomic_write_text
 
         names = template_names(complete=True)

@@ -13,9 +13,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from rollcli.errors import SpecError, suggest
-from rollcli.spec.compose import dotted
 from rollcli.spec.models import spec_model
-from rollcli.spec.yamlio import Marks, Path_
+from rollcli.spec.yamlio import Marks, Path_, dotted
 
 __all__ = [
     "declared_fields",

@@ -18,8 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rollcli.errors import SpecError, suggest
-from rollcli.spec.compose import dotted
-from rollcli.spec.yamlio import Marks, Path_
+from rollcli.spec.yamlio import Marks, Path_, dotted
 
 __all__ = ["check_top_level_keys", "check_interpolations", "check_finite"]
 

@@ -10,12 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rollcli.spec.compose import (
-    apply_overrides,
-    compose_file,
-    expand_presets,
-    resolve_interpolations,
-)
+from rollcli.spec.extends import compose_file
+from rollcli.spec.overrides import apply_overrides
+from rollcli.spec.resolve import expand_presets, resolve_interpolations
 from rollcli.spec.yamlio import Marks
 
 __all__ = ["load_spec", "load_spec_data", "resolve_spec_data", "spec_from_dict"]

@@ -15,10 +15,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from rollcli.errors import suggest
-from rollcli.spec.compose import dotted
 from rollcli.spec.diagnose import describe_error, raise_first, scalar_errors
 from rollcli.spec.models import SpecBase, spec_model
-from rollcli.spec.yamlio import Marks, Path_
+from rollcli.spec.yamlio import Marks, Path_, dotted
 
 __all__ = ["validate_spec"]
 

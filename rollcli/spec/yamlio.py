@@ -25,7 +25,7 @@ import yaml
 
 from rollcli.errors import SpecError
 
-__all__ = ["Mark", "Marks", "load_yaml", "read_spec_text", "Path_"]
+__all__ = ["Mark", "Marks", "load_yaml", "read_spec_text", "Path_", "dotted"]
 
 MAX_SPEC_BYTES = 1 << 20
 MAX_DEPTH = 64
@@ -263,3 +263,11 @@ def load_yaml(path: Path, text: str | None = None) -> tuple[dict[str, Any], Mark
         if not isinstance(key, str):
             raise SpecError(f"{marks.find((key,), key=True)}: keys must be strings, found {key!r}")
     return data, marks
+
+
+def dotted(path: Path_) -> str:
+    """A field path as written in messages: ``allocators.pc.p_lower``, ``eval.suite[1]``."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "<spec>"

@@ -86,7 +86,7 @@ def _resolve_base(base: Any, path: Path, marks: Any) -> Path:
     candidate = (path.parent / base).resolve()
     if candidate.exists():
         return candidate
-    from rollcli.spec.compose import template_names, templates_dir
+    from rollcli.spec.templates import template_names, templates_dir
 
     template = templates_dir() / f"{base}.yaml"
     if template.exists():

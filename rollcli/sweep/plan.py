@@ -89,7 +89,8 @@ class _PointLoader:
     each point resolves a copy with its own overrides (``load_spec``'s own steps)."""
 
     def __init__(self, base: Any, common: tuple[str, ...]) -> None:
-        from rollcli.spec.compose import apply_overrides, compose_file
+        from rollcli.spec.extends import compose_file
+        from rollcli.spec.overrides import apply_overrides
 
         data, marks = compose_file(base)
         self.data = apply_overrides(data, marks, list(common))

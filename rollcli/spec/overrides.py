@@ -1,0 +1,125 @@
+"""Command-line overrides in Hydra's grammar applied to a spec's composed data.
+
+``key=value`` changes a key the spec has (or a declared field with a default), ``+key=value``
+adds one, ``++key=value`` adds or changes, ``~key`` deletes; a sweep (``a=1,2``) is refused
+here (``rollcli sweep`` runs those). Each error names the override and the nearest key.
+Spec assembly order: :mod:`rollcli.spec.extends`, these overrides, then
+:mod:`rollcli.spec.resolve` (interpolations, presets).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+from rollcli.errors import SpecError, closest, suggest
+from rollcli.spec.extends import merge
+from rollcli.spec.yamlio import Mark, Marks, Path_, dotted
+
+__all__ = ["apply_overrides"]
+
+
+def _split_key(key: str, where: str) -> list[str | int]:
+    parts: list[str | int] = []
+    for part in key.split("."):
+        if not part:
+            raise SpecError(f"{where}: empty key segment in '{key}'")
+        parts.append(int(part) if part.isdigit() else part)
+    return parts
+
+
+def _is_field(data: dict[str, Any], parent: Path_, key: str | int) -> bool:
+    """Whether ``key`` is a declared field (with a default) of the section at ``parent``, so
+    ``key=value`` may set it although the YAML does not (Hydra's structured-config behaviour)."""
+    from rollcli.spec.diagnose import declared_fields
+
+    return key in declared_fields(parent, data)
+
+
+def apply_overrides(data: dict[str, Any], marks: Marks, overrides: Sequence[str]) -> dict[str, Any]:
+    """Apply Hydra-grammar overrides to ``data`` (a copy is returned)."""
+    if not overrides:
+        return data
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import OverrideType
+    from hydra.errors import HydraException
+
+    data = copy.deepcopy(data)
+    parser = OverridesParser.create()
+    for text in overrides:
+        where = f"override '{text}'"
+        try:
+            (override,) = parser.parse_overrides([text])
+        except HydraException as error:
+            first = str(error).splitlines()[0]
+            raise SpecError(
+                f"{where}: cannot parse ({first}); write key=value, +key=value or ~key"
+            ) from None
+        if override.is_sweep_override():
+            raise SpecError(f"{where}: is a sweep; run it with `rollcli sweep`, or give one value")
+        if override.package is not None:
+            raise SpecError(f"{where}: package overrides (@) are not supported")
+        path = _split_key(override.key_or_group, where)
+        value = override.value()
+        parent: Any = data
+        for depth, part in enumerate(path[:-1]):
+            child = parent.get(part) if isinstance(parent, dict) else None
+            if child is None and isinstance(parent, list) and isinstance(part, int):
+                child = parent[part] if part < len(parent) else None
+            if child is None:
+                if override.type in (OverrideType.ADD, OverrideType.FORCE_ADD) or _is_field(
+                    data, tuple(path[:depth]), part
+                ):
+                    parent[part] = child = {}
+                else:
+                    valid = list(parent) if isinstance(parent, dict) else []
+                    raise SpecError(
+                        f"{where}: {dotted(tuple(path[: depth + 1]))}: no such key"
+                        f"{suggest(part, valid, listing=True)}"
+                    )
+            if not isinstance(child, (dict, list)):
+                raise SpecError(
+                    f"{where}: {dotted(tuple(path[: depth + 1]))} is a {type(child).__name__}, "
+                    "not a section"
+                )
+            parent = child
+        last = path[-1]
+        exists = (
+            last in parent
+            if isinstance(parent, dict)
+            else isinstance(last, int) and last < len(parent)
+        )
+        mark = Mark(where)
+        if override.type == OverrideType.DEL:
+            if not exists:
+                raise SpecError(f"{where}: {dotted(tuple(path))}: nothing to delete")
+            if value is not None and parent[last] != value:
+                raise SpecError(
+                    f"{where}: {dotted(tuple(path))} is {parent[last]!r}, not {value!r}"
+                )
+            del parent[last]
+            marks.drop(tuple(path))
+            continue
+        if (
+            override.type == OverrideType.CHANGE
+            and not exists
+            and not _is_field(data, tuple(path[:-1]), last)
+        ):
+            valid = list(parent) if isinstance(parent, dict) else []
+            close = closest(last, valid)
+            hint = (
+                f"did you mean '{close}'? or add it with '+{text}'"
+                if close
+                else f"add it with '+{text}'"
+            )
+            raise SpecError(f"{where}: {dotted(tuple(path))} is not in the spec; {hint}")
+        if override.type == OverrideType.ADD and exists:
+            raise SpecError(
+                f"{where}: {dotted(tuple(path))} is already set; drop the '+' to change it"
+            )
+        if isinstance(value, dict) and exists and isinstance(parent[last], dict):
+            value = merge(parent[last], value)
+        parent[last] = value
+        marks.set(tuple(path), mark)
+    return data
