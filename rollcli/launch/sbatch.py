@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from rollcli.launch.api import Job, Resources
+from rollcli.launch.slurm_queries import DEFAULT_MAX_ARRAY_SIZE, read_max_array_size
 
 __all__ = [
     "DEFAULT_MAX_ARRAY_SIZE",
@@ -42,7 +43,6 @@ __all__ = [
     "submitit_command",
 ]
 
-DEFAULT_MAX_ARRAY_SIZE = 1001  # Slurm's default MaxArraySize
 DEFAULT_TIME = "24:00:00"  # used when the spec gives no time (submitit's own default is 5 min)
 
 _TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
@@ -312,7 +312,6 @@ def render_run_scripts(
     """``(title, script)`` for every submission of a built plan, as ``rollcli plan --sbatch``
     shows them; ``MaxArraySize`` is read from the cluster when ``scontrol`` answers."""
     from rollcli.launch.orchestrate import plan_jobs
-    from rollcli.launch.slurm import read_max_array_size
 
     jobs = plan_jobs(plan, Path(run_dir))
     max_size = read_max_array_size(timeout=5.0)

@@ -4,125 +4,50 @@
 chunked below the cluster's ``MaxArraySize``, and submits each with submitit. Eval jobs follow
 their train jobs through ``--dependency=afterany:<train array>``; the task itself then checks
 that every dependency is ``done`` (so a failed train job fails its eval instead of leaving it
-pending forever). Each task runs :class:`SlurmJobRunner`, a ``submitit.helpers.Checkpointable``:
-the job (``rollcli.jobs.entry.run_job``) runs in a thread; on Slurm's ``USR2`` warning
-(pre-emption or time limit) submitit calls ``checkpoint()``, which sets the job's stop event,
-waits for the train loop to write its checkpoint and return, and hands submitit a fresh runner
-to requeue: the next attempt resumes from that checkpoint. ``state.json`` is the source of truth;
+pending forever). Each task runs :class:`~rollcli.launch.slurm_runner.SlurmJobRunner` (the
+compute-node side: checkpoint and requeue on ``USR2``). ``state.json`` is the source of truth;
 ``poll`` adds what only Slurm knows (a task killed for memory or time, cancelled, requeued) from
-one ``sacct`` call with a timeout, and falls back to the store when sacct does not answer.
+one ``sacct`` call with a timeout (:mod:`rollcli.launch.slurm_queries`), and falls back to the
+store when sacct does not answer.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shlex
-import subprocess
 import sys
-import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import submitit
-from submitit.helpers import Checkpointable, DelayedSubmission
 
 from rollcli.errors import RollcliError
 from rollcli.launch.api import TERMINAL, BaseExecutor, Job
 from rollcli.launch.sbatch import (
-    DEFAULT_MAX_ARRAY_SIZE,
     group_into_arrays,
     submitit_folder,
     submitit_parameters,
 )
+from rollcli.launch.slurm_queries import (
+    SLURM_PENDING,
+    SLURM_RUNNING,
+    read_max_array_size,
+    run_slurm,
+    sacct_states,
+    squeue_states,
+)
+
+# re-exported: submitit pickles each task's runner, and tasks queued by an earlier version name
+# rollcli.launch.slurm.SlurmJobRunner
+from rollcli.launch.slurm_runner import SlurmJobRunner
 from rollcli.store.atomic import atomic_write_text
 from rollcli.store.folders import JobFolder, RunFolder
 from rollcli.store.state import read_state, set_status, update_state
 
-__all__ = [
-    "SlurmExecutor",
-    "SlurmJobRunner",
-    "read_max_array_size",
-    "sacct_states",
-    "squeue_states",
-]
+__all__ = ["SlurmExecutor", "SlurmJobRunner"]
 
-SLURM_PENDING = frozenset(
-    {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SUSPENDED"}
-)
-SLURM_RUNNING = frozenset({"RUNNING", "COMPLETING", "CONFIGURING", "STAGE_OUT", "SIGNALING"})
-SLURM_FAILED = frozenset(
-    {"FAILED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
-)
 TAIL_LINES = 20
-
-
-def _run(cmd: Sequence[str], timeout: float) -> subprocess.CompletedProcess[str] | None:
-    """Run a Slurm command; None when it is missing, hangs past ``timeout`` or fails."""
-    try:
-        proc = subprocess.run(
-            list(cmd), capture_output=True, text=True, timeout=timeout, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return proc if proc.returncode == 0 else None
-
-
-def read_max_array_size(timeout: float = 10.0) -> int:
-    """The cluster's ``MaxArraySize`` (from ``scontrol show config``), Slurm's default if unknown."""
-    proc = _run(["scontrol", "show", "config"], timeout)
-    if proc is not None:
-        match = re.search(r"^MaxArraySize\s*=\s*(\d+)", proc.stdout, re.MULTILINE)
-        if match:
-            return int(match.group(1))
-    return DEFAULT_MAX_ARRAY_SIZE
-
-
-def sacct_states(slurm_ids: Sequence[str], timeout: float = 10.0) -> dict[str, str] | None:
-    """``{"<array>_<task>" or "<job>": STATE}`` for the given job/array ids from one sacct call,
-    or None when sacct is unavailable (not installed, no slurmdbd, hanging)."""
-    from submitit.slurm.slurm import SlurmInfoWatcher
-
-    bases = sorted({str(i).split("_")[0] for i in slurm_ids})
-    if not bases:
-        return {}
-    cmd = ["sacct", "-X", "--parsable2", "-o", "JobID,State,ExitCode"]
-    for base in bases:
-        cmd += ["-j", base]
-    proc = _run(cmd, timeout)
-    if proc is None:
-        return None
-    info = SlurmInfoWatcher().read_info(proc.stdout)
-    return {job_id: (row.get("State") or "UNKNOWN").split()[0] for job_id, row in info.items()}
-
-
-def squeue_states(slurm_ids: Sequence[str], timeout: float = 10.0) -> dict[str, str] | None:
-    """Queued and running tasks among the given ids, from slurmctld (no accounting lag); tasks
-    that left the queue are absent. None when squeue does not answer."""
-    from submitit.slurm.slurm import read_job_id
-
-    bases = sorted({str(i).split("_")[0] for i in slurm_ids})
-    if not bases:
-        return {}
-    proc = _run(["squeue", "-h", "-j", ",".join(bases), "-o", "%i|%T"], timeout)
-    if proc is None:
-        return None
-    states: dict[str, str] = {}
-    for line in proc.stdout.splitlines():
-        if "|" not in line:
-            continue
-        job_id, state = line.strip().split("|", 1)
-        try:
-            parts = read_job_id(job_id)
-        except Exception:  # noqa: BLE001 - an id format we do not know: skip the line
-            continue
-        for part in parts:
-            states["_".join(part[:2])] = state
-            if len(part) >= 3:
-                for index in range(int(part[1]), int(part[2]) + 1):
-                    states[f"{part[0]}_{index}"] = state
-    return states
 
 
 def _tail(path: str | None, lines: int = TAIL_LINES) -> str:
@@ -149,127 +74,6 @@ def _reset_for_submission(job_dir: Path) -> None:
     JobFolder(job_dir).cancel_request.unlink(missing_ok=True)
     if read_state(job_dir)["status"] in ("failed", "cancelled"):
         update_state(job_dir, status="pending", error_tail=None)
-
-
-class SlurmJobRunner(Checkpointable):
-    """What each Slurm task runs: one rollcli job, checkpointed and requeued on ``USR2``.
-
-    Picklable by submitit: the thread and stop event of a running task are not pickled.
-    """
-
-    checkpoint_wait_s: ClassVar[float] = 75.0  # below submitit's 90 s USR2 warning
-
-    def __init__(
-        self,
-        job_dir: str,
-        depends_on: tuple[tuple[str, str], ...] = (),
-        *,
-        requeue: bool = True,
-        gpus_per_node: int = 0,
-    ) -> None:
-        self.job_dir = str(job_dir)
-        self.depends_on = tuple(depends_on)  # (job id, job dir) pairs
-        self.requeue = requeue
-        self.gpus_per_node = gpus_per_node
-        self._stop: threading.Event | None = None
-        self._thread: threading.Thread | None = None
-        self._result: dict[str, Any] = {}
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k not in ("_stop", "_thread", "_result")}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._stop, self._thread, self._result = None, None, {}
-
-    def fresh(self) -> SlurmJobRunner:
-        return SlurmJobRunner(
-            self.job_dir, self.depends_on, requeue=self.requeue, gpus_per_node=self.gpus_per_node
-        )
-
-    def _blocked_by(self) -> str | None:
-        for dep_id, dep_dir in self.depends_on:
-            status = read_state(dep_dir)["status"]
-            if status != "done":
-                return f"not run: dependency {dep_id} is {status}"
-        return None
-
-    def __call__(self) -> str:
-        job_dir = Path(self.job_dir)
-        status = read_state(job_dir)["status"]
-        if status == "done":
-            return "done"  # a requeue that raced with the end of the job
-        if JobFolder(job_dir).cancel_request.exists():
-            set_status(job_dir, "cancelled", only_from={"pending", "failed", "running"})
-            return "cancelled"
-        reason = self._blocked_by()
-        if reason:
-            set_status(
-                job_dir, "failed", only_from={"pending", "failed", "cancelled"}, error_tail=reason
-            )
-            raise RuntimeError(f"{job_dir.name}: {reason}")
-        self._stop = threading.Event()
-        nodes = int(os.environ.get("SLURM_JOB_NUM_NODES", "1") or 1)
-        if nodes > 1:
-            from rollcli.launch.ray_bootstrap import RayClusterError, run_on_slurm
-
-            try:
-                return run_on_slurm(job_dir, self._run_in_thread, gpus_per_node=self.gpus_per_node)
-            except RayClusterError as error:  # the head's message names the missing node
-                if error.rank == 0:
-                    set_status(
-                        job_dir,
-                        "failed",
-                        only_from={"pending", "running", "cancelled"},
-                        error_tail=str(error),
-                    )
-                raise
-        return self._run_in_thread()
-
-    def _run_in_thread(self) -> str:
-        """Run the job in a thread so the main thread stays free for submitit's signal handler."""
-        assert self._stop is not None
-        stop = self._stop
-
-        def target() -> None:
-            from rollcli.jobs.entry import run_job
-
-            try:
-                self._result["code"] = run_job(self.job_dir, stop=stop)
-            except BaseException as error:  # noqa: BLE001 - re-raised in the main thread
-                self._result["error"] = error
-
-        self._thread = threading.Thread(target=target, name="rollcli-job", daemon=True)
-        self._thread.start()
-        while self._thread.is_alive():
-            self._thread.join(0.2)
-        if "error" in self._result:
-            raise self._result["error"]
-        if self._result.get("code", 1) != 0:
-            tail = read_state(self.job_dir).get("error_tail") or "see the job's stderr"
-            raise RuntimeError(f"job {Path(self.job_dir).name} failed:\n{tail}")
-        return read_state(self.job_dir)["status"]
-
-    def checkpoint(self, *args: Any, **kwargs: Any) -> Any:
-        """Called by submitit on USR2: stop the job at a checkpoint, then requeue a fresh runner
-        (or nothing, when the job was cancelled, finished, or must not be requeued)."""
-        job_dir = Path(self.job_dir)
-        if self._stop is not None:
-            self._stop.set()
-        if self._thread is not None:
-            self._thread.join(self.checkpoint_wait_s)
-        status = read_state(job_dir)["status"]
-        cancelled = JobFolder(job_dir).cancel_request.exists()
-        if status in ("done", "failed") or cancelled or not self.requeue:
-            if status not in ("done", "failed"):
-                set_status(job_dir, "cancelled", only_from={"pending", "running", "cancelled"})
-            return None
-        update_state(
-            job_dir,
-            status="pending",
-            error_tail="requeued by Slurm (pre-emption or time limit); resumes from its checkpoint",
-        )
-        return DelayedSubmission(self.fresh())
 
 
 class SlurmExecutor(BaseExecutor):
@@ -483,9 +287,9 @@ class SlurmExecutor(BaseExecutor):
             # Pending tasks go first (so none starts in their place); then USR2: running tasks
             # checkpoint and stop (the runner sees the cancel file and does not requeue); the
             # plain scancel ends whatever is left (SIGTERM, then SIGKILL after KillWait).
-            _run(["scancel", "--state=PENDING", *handles], self.sacct_timeout_s)
-            _run(["scancel", "--signal=USR2", *handles], self.sacct_timeout_s)
-            _run(["scancel", *handles], self.sacct_timeout_s)
+            run_slurm(["scancel", "--state=PENDING", *handles], self.sacct_timeout_s)
+            run_slurm(["scancel", "--signal=USR2", *handles], self.sacct_timeout_s)
+            run_slurm(["scancel", *handles], self.sacct_timeout_s)
         for name in signalled:
             set_status(
                 run.job(name).path,

@@ -21,7 +21,8 @@ import pytest
 import yaml
 
 from rollcli.launch.api import Job, Resources
-from rollcli.launch.slurm import SlurmExecutor, sacct_states
+from rollcli.launch.slurm import SlurmExecutor
+from rollcli.launch.slurm_queries import sacct_states
 from rollcli.store.atomic import read_jsonl
 from rollcli.store.state import read_state
 from rollcli.testing.slurm import (

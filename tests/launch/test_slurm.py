@@ -16,7 +16,8 @@ import yaml
 
 from rollcli.launch.api import Job, Resources
 from rollcli.launch.sbatch import render_sbatch
-from rollcli.launch.slurm import SlurmExecutor, read_max_array_size, sacct_states
+from rollcli.launch.slurm import SlurmExecutor
+from rollcli.launch.slurm_queries import read_max_array_size, sacct_states
 from rollcli.store.atomic import atomic_write_json, read_jsonl
 from rollcli.store.state import read_state
 from rollcli.testing.slurm import NO_CLUSTER_REASON, cluster_answers, wait_for

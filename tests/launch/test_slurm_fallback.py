@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from rollcli.launch.api import Job
-from rollcli.launch.slurm import SlurmExecutor, sacct_states
+from rollcli.launch.slurm import SlurmExecutor
+from rollcli.launch.slurm_queries import sacct_states
 from rollcli.store.state import init_state, read_state, set_status, update_state
 
 
