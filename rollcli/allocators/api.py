@@ -60,6 +60,8 @@ class AllocatorError(RuntimeError):
 # garbage collector tracks, and ``__init__`` fills each slot through its descriptor's setter
 # (``_setters`` below), which is what a frozen ``__init__`` must do, without ``__post_init__``
 # and without looking each field up by name in ``object.__setattr__``.
+# (Measured: the plain dataclass ``__init__`` with ``__post_init__`` costs ~13 % of the sim loop's
+# steps/s at 512 x 8; docs/LOG.md, issue 15.)
 
 
 @dataclass(frozen=True, init=False, slots=True)

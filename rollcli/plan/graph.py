@@ -5,8 +5,7 @@ The id hashes the canonical JSON (sorted keys, no spaces) of the job config with
 ``job.id``, ``experiment``, ``tracking``, ``checkpoint`` and ``launch`` (none of which changes
 what the job computes), so
 the same job gets the same id on every machine and every run, and a rerun of a spec finds its
-finished jobs. Configs share their common sections by reference and the hash of each job is
-built from pre-serialised sections, which keeps a 10,000-job plan well under a second.
+finished jobs. Configs share their common sections by reference.
 """
 
 from __future__ import annotations
@@ -138,7 +137,6 @@ def build_plan(spec: Any) -> Plan:
     data = spec.to_dict()
     backend, budget, evals = data["backend"], data["budget"], data["eval"]
     tracking, checkpoint = data["tracking"], data["checkpoint"]
-    shared = {k: canonical_json(data[k]) for k in ("backend", "budget", "eval")}
     rollouts = budget["steps"] * budget["rollouts_per_step"]
     per_rollout = _tokens_per_rollout(spec.backend)
     tokens = round(rollouts * per_rollout) if per_rollout is not None else None
@@ -150,19 +148,10 @@ def build_plan(spec: Any) -> Plan:
     jobs: list[PlannedJob] = []
     train_ids: list[str] = []
     for name, allocator in data["allocators"].items():
-        alloc_json = canonical_json(allocator)
-        name_json = canonical_json(name)
         for seed in data["seeds"]:
-            # == canonical_json of the config without HASH_EXCLUDED and job.id (see job_id)
-            hashed = (
-                f'{{"allocator":{alloc_json},"backend":{shared["backend"]},'
-                f'"budget":{shared["budget"]},"eval":{shared["eval"]},'
-                f'"job":{{"allocator":{name_json},"seed":{int(seed)},"type":"train"}}}}'
-            )
-            jid = _digest(hashed)
             config = {
                 "experiment": data["name"],
-                "job": {"id": jid, "type": "train", "allocator": name, "seed": seed},
+                "job": {"type": "train", "allocator": name, "seed": seed},
                 "backend": backend,
                 "allocator": allocator,
                 "budget": budget,
@@ -172,6 +161,8 @@ def build_plan(spec: Any) -> Plan:
             }
             if cluster is not None:
                 config["launch"] = cluster
+            jid = job_id(config)
+            config["job"] = {"id": jid, **config["job"]}
             jobs.append(
                 PlannedJob(jid, "train", name, seed, (), train_resources, config, rollouts, tokens)
             )

@@ -30,15 +30,11 @@ __all__ = [
 TOP_LEVEL_STATS = ("evicted", "deferred", "epoch")
 
 
-_FLOAT64 = np.dtype(np.float64)
-
-
 def mean_group_variance(reward_arrays: Sequence[np.ndarray]) -> float:
     """Mean over groups of the population variance of each group's rewards (0 for no groups)."""
     if not reward_arrays:
         return 0.0
-    rewards, sizes = _flatten(reward_arrays)
-    return _mean_group_variance(rewards, sizes)
+    return _mean_group_variance(*_flatten(reward_arrays))
 
 
 def _flatten(reward_arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -48,30 +44,13 @@ def _flatten(reward_arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarra
 
 
 def _mean_group_variance(rewards: np.ndarray, sizes: np.ndarray) -> float:
+    # one vectorised pass: a step can hold tens of thousands of groups
     gid = np.repeat(np.arange(sizes.size), sizes)
     safe = np.maximum(sizes, 1)
     mean = np.bincount(gid, rewards, sizes.size) / safe
     centred = rewards - mean[gid]
     var = np.bincount(gid, centred * centred, sizes.size) / safe
     return float(var.mean())
-
-
-def _same_arrays(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> bool:
-    """Whether ``a`` and ``b`` hold the very same array objects in the same order."""
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
-
-
-def _reward_sum(reward_arrays: Sequence[np.ndarray], flat: np.ndarray) -> float:
-    """``sum(np.sum(r) for r in reward_arrays)`` exactly, from their concatenation when that is safe.
-
-    Integer-valued rewards (binary, or small scores) are summed without rounding in any order,
-    so one vectorised sum gives the same float; other rewards keep the per-array order.
-    """
-    if {r.dtype for r in reward_arrays} == {_FLOAT64}:
-        magnitude = float(np.abs(flat).sum())
-        if magnitude < 2.0**53 and np.array_equal(flat, np.rint(flat)):
-            return float(flat.sum()) + 0.0  # + 0.0: a zero total is +0.0, as sum() from 0 gives
-    return float(sum(float(np.sum(r)) for r in reward_arrays))
 
 
 def initial_row(policy_version: int) -> dict[str, Any]:
@@ -97,24 +76,19 @@ def step_row(
 ) -> dict[str, Any]:
     """The row of step ``step``: ``generated`` holds the rewards of every generated group (one
     array per outcome), ``groups`` the trained groups; timings are added by the caller."""
+    reward_mean = gen_reward_var = 0.0
     if generated:
-        flat, sizes = _flatten(generated)
-        num_generated = int(sizes.sum())
-        reward_sum = _reward_sum(generated, flat)
-        gen_reward_var = _mean_group_variance(flat, sizes)
-    else:
-        num_generated, reward_sum, gen_reward_var = 0, 0.0, 0.0
-    trained = [g.rewards for g in groups]
+        rewards, sizes = _flatten(generated)
+        reward_mean = float(rewards.mean())
+        gen_reward_var = _mean_group_variance(rewards, sizes)
     row: dict[str, Any] = {
         "step": step,
         "cum_rollouts": int(ledger.num_rollouts),
         "cum_tokens": int(ledger.num_tokens),
         "step_rollouts": int(ledger.step_rollouts),
         "step_tokens": int(ledger.step_tokens),
-        "reward_mean": reward_sum / num_generated if num_generated else 0.0,
-        "reward_var": gen_reward_var
-        if _same_arrays(trained, generated)
-        else mean_group_variance(trained),
+        "reward_mean": reward_mean,
+        "reward_var": mean_group_variance([g.rewards for g in groups]),
         "gen_reward_var": gen_reward_var,
         "zero_var_frac": (
             ledger.step_zero_variance_groups / ledger.step_groups if ledger.step_groups else 0.0
