@@ -15,7 +15,6 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,9 +33,9 @@ from rich.text import Text
 from rollcli.errors import RollcliError
 from rollcli.eval.benchmarks import BENCHMARKS, Problem, load_benchmark, parse_suite, render_prompt
 from rollcli.eval.engines.base import BaseEngine
-from rollcli.eval.graders.code import grade_code
+from rollcli.eval.graders.code import grade_code_batch
 from rollcli.eval.graders.pool import MathGradingPool
-from rollcli.eval.graders.sandbox import SandboxLimits
+from rollcli.eval.graders.sandbox import SandboxLimits, SandboxPool
 from rollcli.eval.metrics import benchmark_scores, macro_average
 from rollcli.store.atomic import append_jsonl, atomic_write_json, read_json, read_jsonl
 
@@ -110,39 +109,41 @@ def _check_settings(out_dir: Path, settings: EvalSettings) -> dict[str, Any]:
 
 
 class _LazyPool:
-    """Starts the math workers on first use (a resumed, finished evaluation starts none)."""
+    """Starts the math workers, or the code sandboxes, on first use (a resumed, finished
+    evaluation starts none)."""
 
-    def __init__(self, num_workers: int | None, deadline_s: float) -> None:
+    def __init__(
+        self, num_workers: int | None, deadline_s: float, limits: SandboxLimits, num_code: int
+    ) -> None:
         self.num_workers, self.deadline_s = num_workers, deadline_s
+        self.limits, self.num_code = limits, num_code
         self.pool: MathGradingPool | None = None
+        self.sandboxes: SandboxPool | None = None
 
     def grade(self, pairs):  # noqa: ANN001, ANN201 - same as MathGradingPool.grade
         if self.pool is None:
             self.pool = MathGradingPool(self.num_workers, deadline_s=self.deadline_s)
         return self.pool.grade(pairs)
 
+    def grade_code(self, items: list[tuple[Problem, str]]):  # noqa: ANN201
+        if self.sandboxes is None:
+            self.sandboxes = SandboxPool(self.num_code, self.limits)
+        return grade_code_batch(items, self.sandboxes)
+
     def close(self) -> None:
         if self.pool is not None:
             self.pool.close()
+        if self.sandboxes is not None:
+            self.sandboxes.close()
 
 
 def _grade(
-    benchmark_kind: str,
-    items: list[tuple[Problem, str]],
-    pool: _LazyPool,
-    limits: SandboxLimits,
-    num_code_workers: int,
+    benchmark_kind: str, items: list[tuple[Problem, str]], pool: _LazyPool
 ) -> list[tuple[bool, str | None, str]]:
     if benchmark_kind == "math":
         results = pool.grade([(problem.answer or "", text) for problem, text in items])
         return [(r.correct, r.extracted, r.method) for r in results]
-
-    def one(item: tuple[Problem, str]) -> tuple[bool, str | None, str]:
-        result = grade_code(item[0], item[1], limits)
-        return result.correct, result.extracted, result.status
-
-    with ThreadPoolExecutor(max_workers=num_code_workers) as executor:
-        return list(executor.map(one, items))
+    return [(r.correct, r.extracted, r.status) for r in pool.grade_code(items)]
 
 
 def load_suite(settings: EvalSettings) -> dict[str, list[Problem]]:
@@ -150,7 +151,7 @@ def load_suite(settings: EvalSettings) -> dict[str, list[Problem]]:
     problems = {}
     for name in parse_suite(list(settings.suite)):
         options: dict[str, Any] = {}
-        if BENCHMARKS[name].kind == "code":
+        if name == "livecodebench":  # the one benchmark read from outside the package
             options = {"path": settings.lcb_path, "version": settings.lcb_version}
         problems[name] = load_benchmark(name, limit=settings.limit, **options)
     return problems
@@ -185,7 +186,7 @@ def evaluate(
         done[(row["benchmark"], row["problem_id"])][row["sample_index"]] = row
     problems = problems or load_suite(settings)
     console = console or Console(stderr=True)
-    pool = _LazyPool(num_grading_workers, math_deadline_s)
+    pool = _LazyPool(num_grading_workers, math_deadline_s, sandbox_limits, num_grading_workers or 2)
     missing = sum(
         1
         for name in suite
@@ -211,16 +212,7 @@ def evaluate(
         with progress:
             for name in suite:
                 num_new += _run_benchmark(
-                    name,
-                    problems[name],
-                    engine,
-                    settings,
-                    done,
-                    samples_path,
-                    pool,
-                    sandbox_limits,
-                    num_grading_workers or 2,
-                    progress,
+                    name, problems[name], engine, settings, done, samples_path, pool, progress
                 )
     finally:
         pool.close()
@@ -230,9 +222,7 @@ def evaluate(
     return summary
 
 
-def _run_benchmark(
-    name, problems, engine, settings, done, samples_path, pool, limits, num_code_workers, progress
-) -> int:
+def _run_benchmark(name, problems, engine, settings, done, samples_path, pool, progress) -> int:
     kind = BENCHMARKS[name].kind
     total = len(problems) * settings.k
     already = sum(1 for p in problems for i in done[(name, p.id)] if i < settings.k)
@@ -267,7 +257,7 @@ def _run_benchmark(
                 for s in samples
             ]
             t1 = time.monotonic()
-            verdicts = _grade(kind, items, pool, limits, num_code_workers)
+            verdicts = _grade(kind, items, pool)
             grade_share = (time.monotonic() - t1) / max(1, len(items))
             rows, position = [], 0
             for (problem, indices), samples in zip(group, outputs, strict=False):

@@ -1,6 +1,10 @@
 """The code sandbox against a corpus of hostile programs: each must cost the host at most its
 limits and change nothing outside its private directory.
 
+Every program runs twice: in a sandbox of its own (:func:`run_in_sandbox`, evaluation) and
+through a warm worker of a :class:`SandboxPool` (the code training reward), closed after the
+program so the same host checks apply.
+
 Every program would print the expected output only if its attack worked on the host. After each
 run the host is checked: no process of the sandbox's uid is alive, its cgroups are gone, no file
 carrying the test's marker exists in the host's world-writable folders or the test's own
@@ -24,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from rollcli.eval.graders.code import stdout_matches
-from rollcli.eval.graders.sandbox import SandboxLimits, run_in_sandbox
+from rollcli.eval.graders.sandbox import SandboxJob, SandboxLimits, SandboxPool, run_in_sandbox
 from rollcli.eval.graders.sandbox.bwrap import check_bwrap
 from rollcli.eval.graders.sandbox.isolate import processes_of
 
@@ -57,9 +61,29 @@ def host(tmp_path):
     secret.unlink(missing_ok=True)
 
 
+def _run_in_pool(code, inputs, limits):
+    """One solution through a one-worker pool; the pool is closed before the host is checked."""
+    with SandboxPool(1, limits) as pool:
+        return pool.run([SandboxJob(code, tuple(inputs), stop_on_failure=False)])[0]
+
+
+_RUNNERS = {
+    "own-sandbox": lambda code, inputs, limits: run_in_sandbox(code, list(inputs), limits=limits),
+    "pool": _run_in_pool,
+}
+_run = _RUNNERS["own-sandbox"]
+
+
+@pytest.fixture(autouse=True, params=sorted(_RUNNERS))
+def _via(request, monkeypatch):
+    """Each test of the corpus once per way of running untrusted code."""
+    monkeypatch.setitem(globals(), "_run", _RUNNERS[request.param])
+    return request.param
+
+
 def _attack(code: str, expected: str = "pwned", inputs=("",), limits=LIMITS):
     started = time.monotonic()
-    run = run_in_sandbox(code, list(inputs), limits=limits)
+    run = _run(code, inputs, limits)
     elapsed = time.monotonic() - started
     passed = len(run.outcomes) == len(inputs) and all(
         o.status == "ok" and stdout_matches(expected, o.out) for o in run.outcomes

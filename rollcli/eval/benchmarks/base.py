@@ -24,17 +24,22 @@ class BenchmarkError(RollcliError, ValueError):
 
 @dataclass(frozen=True)
 class CodeTest:
-    """One LiveCodeBench test: ``stdin`` (program reads input, prints output) or ``functional``
-    (``input`` is one JSON value per line, the arguments of ``Solution().<func_name>``)."""
+    """One code test: ``stdin`` (program reads input, prints output), ``functional`` (``input``
+    is one JSON value per line, the arguments of ``Solution().<func_name>``; ``output`` the
+    JSON of the result) or ``assert`` (HumanEval: ``input`` is test code run after the
+    solution, which passes when the program runs to its end; ``output`` is unused)."""
 
     input: str
     output: str
-    testtype: Literal["stdin", "functional"]
+    testtype: Literal["stdin", "functional", "assert"]
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One evaluation item. ``answer`` is the gold string for math; ``tests`` for code."""
+    """One evaluation item. ``answer`` is the gold string for math; ``tests`` for code.
+
+    ``time_limit_s`` is a code problem's own per-test limit (None: the grader's default).
+    """
 
     id: str
     question: str
@@ -44,6 +49,7 @@ class Problem:
     starter_code: str = ""
     func_name: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    time_limit_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 - :mod:`.run` — :func:`run_in_sandbox` (one sandbox per solution, per-test results) and
   :class:`SandboxLimits`;
+- :mod:`.pool` — :class:`SandboxPool`, warm sandboxes that each run many solutions (training
+  rewards, batch evaluation), with per-test and per-rollout deadlines;
 - :mod:`.isolate` — :func:`start_isolated`, the reusable set-up (cgroups, launcher, bubblewrap)
   that a long-lived worker can use for many solutions;
 - :mod:`.cgroup`, :mod:`.bwrap` — the two kernel mechanisms; :mod:`._launch` and
@@ -15,6 +17,7 @@ from rollcli.eval.graders.sandbox.isolate import (
     SandboxUnavailable,
     start_isolated,
 )
+from rollcli.eval.graders.sandbox.pool import SandboxJob, SandboxPool
 from rollcli.eval.graders.sandbox.run import (
     RUNNER_SOURCE,
     SandboxLimits,
@@ -26,7 +29,9 @@ from rollcli.eval.graders.sandbox.run import (
 __all__ = [
     "IsolatedProcess",
     "RUNNER_SOURCE",
+    "SandboxJob",
     "SandboxLimits",
+    "SandboxPool",
     "SandboxRun",
     "SandboxUnavailable",
     "TestOutcome",

@@ -22,7 +22,14 @@ from typing import Any, Literal
 
 from rollcli.eval.graders.sandbox.isolate import SandboxUnavailable, start_isolated
 
-__all__ = ["SandboxLimits", "TestOutcome", "SandboxRun", "run_in_sandbox", "RUNNER_SOURCE"]
+__all__ = [
+    "RUNNER_SOURCE",
+    "SandboxLimits",
+    "SandboxRun",
+    "TestOutcome",
+    "parse_row",
+    "run_in_sandbox",
+]
 
 RUNNER_SOURCE = Path(__file__).with_name("_runner.py").read_text("utf-8")
 _STARTUP_GRACE_S = 15.0  # interpreter start + namespaces + preloads, on a loaded machine
@@ -74,7 +81,7 @@ def run_in_sandbox(
     code: str,
     inputs: Sequence[str],
     *,
-    mode: Literal["stdin", "functional"] = "stdin",
+    mode: Literal["stdin", "functional", "assert"] = "stdin",
     func_name: str | None = None,
     limits: SandboxLimits = SandboxLimits(),
     on_outcome: Callable[[TestOutcome], bool] | None = None,
@@ -130,6 +137,11 @@ def _row(line: bytes, index: int) -> TestOutcome | str:
         row = json.loads(line)
     except (ValueError, RecursionError):
         return "garbled result stream"
+    return parse_row(row, index)
+
+
+def parse_row(row: Any, index: int) -> TestOutcome | str:
+    """The outcome of test ``index`` from one decoded result row, or why the row is not one."""
     if not isinstance(row, dict) or row.get("i") != index:
         return "out-of-order result"
     status, out, error = row.get("status"), row.get("out", ""), row.get("error", "")
