@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_serializer
 
+from rollcli.backends.shaping import omit_default_shaping
 from rollcli.errors import suggest
 
 __all__ = [
@@ -184,13 +185,15 @@ class SpecBase(_Frozen):
     def to_dict(self) -> dict[str, Any]:
         """The resolved spec as plain JSON-able data, sections in the documented order."""
         data = self.model_dump(mode="json")
+        if isinstance(data.get("backend"), dict):
+            data["backend"] = omit_default_shaping(data["backend"])
         return {key: data[key] for key in SECTION_ORDER if key in data}
 
     def allocator_dict(self, name: str) -> dict[str, Any]:
         return dataclasses.asdict(self.allocators[name])  # type: ignore[attr-defined]
 
     def backend_dict(self) -> dict[str, Any]:
-        return _plain(dataclasses.asdict(self.backend))  # type: ignore[attr-defined]
+        return omit_default_shaping(_plain(dataclasses.asdict(self.backend)))  # type: ignore[attr-defined]
 
 
 SECTION_ORDER = (

@@ -38,6 +38,7 @@ import numpy as np
 from rollcli.allocators.api import Ask, Group, Outcome
 from rollcli.backends.api import BaseBackend
 from rollcli.backends.minibatches import split_minibatches
+from rollcli.backends.shaping import shaping_enabled, training_rewards
 from rollcli.backends.sim.config import SimConfig
 from rollcli.backends.sim.pool import SimPool, build_pool, sigmoid
 from rollcli.backends.sim.update import group_advantages, group_sums, noise_scale, with_baselines
@@ -194,8 +195,15 @@ class SimBackend(BaseBackend):
                 f"not for the group's prompt {int(group_prompts[gid[bad]])}"
             )
         rewards = self._store["reward"][idx]
-        adv = group_advantages(rewards, gid, sizes, cfg.std_normalize, cfg.adv_eps)
-        adv = with_baselines(adv, rewards, gid, groups)
+        shaped = training_rewards(
+            rewards,
+            self._store["tokens"][idx],
+            max_len=cfg.max_tokens,
+            overlong_buffer_len=cfg.overlong_buffer_len,
+            overlong_penalty_factor=cfg.overlong_penalty_factor,
+        )
+        adv = group_advantages(shaped, gid, sizes, cfg.std_normalize, cfg.adv_eps)
+        adv = with_baselines(adv, shaped, gid, groups)
         multi = k > 1
         sums = group_sums(
             adv=adv,
@@ -252,6 +260,8 @@ class SimBackend(BaseBackend):
         if scales:
             metrics["b_noise"] = float(np.mean(b_noises))
             metrics["noise_scale"] = float(np.mean(scales))
+        if shaping_enabled(cfg.overlong_buffer_len, cfg.overlong_penalty_factor):
+            metrics["shaped_reward_mean"] = float(shaped.mean())
         return metrics
 
     def retain(self, refs: Iterable[Any]) -> None:

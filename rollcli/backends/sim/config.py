@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+from rollcli.backends.shaping import check_shaping
+
 __all__ = ["SimConfig"]
 
 
@@ -44,6 +46,11 @@ class SimConfig:
     Lengths: a correct response has ``mean_tokens`` tokens times a per-prompt factor
     ``exp(length_difficulty * z_i)`` (``z_i`` the standardised difficulty) times log-normal noise
     ``length_sigma``; a wrong one is ``wrong_length_ratio`` times longer; clipped to ``max_tokens``.
+
+    Rewards: the sampled success (0/1) is what the allocators read; the advantage uses the
+    training reward, the success plus DAPO's overlong penalty when ``overlong_buffer_len`` > 0
+    (:mod:`rollcli.backends.shaping`, ``L_max`` = ``max_tokens``). The Bernoulli score keeps
+    the success ``r``.
 
     Evaluation: ``accuracy`` is the expected accuracy over the held-out prompts, or with
     ``eval_samples > 0`` the sampled mean@k (k = ``eval_samples``) from an RNG that depends only
@@ -87,6 +94,9 @@ class SimConfig:
     length_sigma: float = 0.3
     length_difficulty: float = 0.2
     max_tokens: int = 8192
+    # success vs training reward (rollcli.backends.shaping): DAPO's overlong penalty, off at 0
+    overlong_buffer_len: int = 0
+    overlong_penalty_factor: float = 1.0
     # -- evaluation -------------------------------------------------------------------------
     eval_samples: int = 0
 
@@ -131,4 +141,7 @@ class SimConfig:
         check(self.length_sigma >= 0, "length_sigma", "must be >= 0")
         check(math.isfinite(self.length_difficulty), "length_difficulty", "must be finite")
         check(self.max_tokens >= 1, "max_tokens", "must be >= 1")
+        check_shaping(
+            "sim", self.max_tokens, self.overlong_buffer_len, self.overlong_penalty_factor
+        )
         check(self.eval_samples >= 0, "eval_samples", "must be >= 0")

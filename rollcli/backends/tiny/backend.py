@@ -34,6 +34,7 @@ import torch
 from rollcli.allocators.api import Ask, Group, Outcome
 from rollcli.backends.api import BaseBackend
 from rollcli.backends.minibatches import split_minibatches
+from rollcli.backends.shaping import shaping_enabled, training_rewards
 from rollcli.backends.tiny.base import create_model, load_or_build_base, read_base_info
 from rollcli.backends.tiny.config import TinyConfig
 from rollcli.backends.tiny.grpo import group_advantages, policy_loss
@@ -169,10 +170,26 @@ class TinyBackend(BaseBackend):
             )
         return outcomes
 
+    def _training_rewards(self, group: Group) -> np.ndarray:
+        """The group's success rewards plus the configured shaping (rollcli.backends.shaping)."""
+        cfg = self.config
+        if not shaping_enabled(cfg.overlong_buffer_len, cfg.overlong_penalty_factor):
+            return np.asarray(group.rewards, dtype=np.float64)
+        lengths = [len(self._store[ref][1]) if ref in self._store else 0 for ref in group.refs]
+        return training_rewards(
+            group.rewards,
+            np.asarray(lengths, dtype=np.int64),
+            max_len=self.max_new_tokens,
+            overlong_buffer_len=cfg.overlong_buffer_len,
+            overlong_penalty_factor=cfg.overlong_penalty_factor,
+        )
+
     def update(self, groups: list[Group]) -> dict[str, float]:
         cfg = self.config
+        # the advantage uses the training reward (success + shaping), from each stored response
+        shaped = [self._training_rewards(g) for g in groups]
         advantages = group_advantages(
-            [g.rewards for g in groups],
+            shaped,
             std_normalize=cfg.std_normalize,
             baselines=[g.baseline for g in groups],
         )
@@ -207,6 +224,8 @@ class TinyBackend(BaseBackend):
             "minibatch_rollouts_min": float(min(chunk_rollouts)),
             "minibatch_rollouts_max": float(max(chunk_rollouts)),
         }
+        if shaping_enabled(cfg.overlong_buffer_len, cfg.overlong_penalty_factor) and shaped:
+            metrics["shaped_reward_mean"] = float(np.concatenate(shaped).mean())
         if not forwarded or num_tokens == 0:  # nothing to learn: no Adam step (same row keys)
             idle = {"pg_loss": 0.0, "clip_frac": 0.0, "ratio_mean": 1.0, "loss": 0.0}
             if cfg.kl_coef > 0:

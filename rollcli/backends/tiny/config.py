@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from rollcli.backends.minibatches import check_num_minibatches
+from rollcli.backends.shaping import check_shaping
+from rollcli.backends.tiny.tasks import max_answer_len
 
 __all__ = ["TinyConfig", "TASK_KINDS", "MAX_LEVEL"]
 
@@ -80,6 +82,10 @@ class TinyConfig:
     kl_coef: float = 0.0
     grad_clip: float = 1.0
     std_normalize: bool = True
+    # success vs training reward (rollcli.backends.shaping): DAPO's overlong penalty, off at 0;
+    # L_max is the longest answer the generation allows (max_answer_len(max_level))
+    overlong_buffer_len: int = 0
+    overlong_penalty_factor: float = 1.0
     adam_betas: tuple[float, float] = (0.9, 0.999)
     temperature: float = 1.0
     # -- evaluation ------------------------------------------------------------------------
@@ -128,6 +134,12 @@ class TinyConfig:
         check_num_minibatches(self.num_minibatches)
         _check(self.kl_coef >= 0, "kl_coef must be >= 0", self.kl_coef)
         _check(self.grad_clip > 0, "grad_clip must be > 0", self.grad_clip)
+        check_shaping(
+            "tiny",
+            max_answer_len(self.max_level),
+            self.overlong_buffer_len,
+            self.overlong_penalty_factor,
+        )
         if len(self.adam_betas) != 2 or not all(0 <= b < 1 for b in self.adam_betas):
             raise ValueError(f"adam_betas must be two numbers in [0, 1), got {self.adam_betas}")
         _check(self.temperature > 0, "temperature must be > 0", self.temperature)

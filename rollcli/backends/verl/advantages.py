@@ -18,7 +18,15 @@ import numpy as np
 import torch
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
-__all__ = ["BASELINE_KEY", "apply_baselines", "baseline_column", "compute_group_advantages"]
+from rollcli.backends.shaping import overlong_penalty, shaping_enabled
+
+__all__ = [
+    "BASELINE_KEY",
+    "apply_baselines",
+    "baseline_column",
+    "compute_group_advantages",
+    "shaped_token_rewards",
+]
 
 BASELINE_KEY = "rollcli_baseline"
 
@@ -48,6 +56,27 @@ def apply_baselines(batch: Any) -> int:
     for key in ("advantages", "returns"):
         batch.batch[key][index] = values.to(batch.batch[key].dtype)
     return int(rows.size)
+
+
+def shaped_token_rewards(
+    scores: torch.Tensor, response_mask: torch.Tensor, backend: Any
+) -> torch.Tensor:
+    """``token_level_rewards`` from the success scores (``rm_scores``, the score on a response's
+    last token) plus the backend's shaping, added on that same token (DAPO's overlong penalty,
+    ``L_max`` = ``max_response_len``). Without shaping: ``scores`` itself."""
+    if not shaping_enabled(backend.overlong_buffer_len, backend.overlong_penalty_factor):
+        return scores
+    lengths = response_mask.sum(-1).long()
+    penalty = overlong_penalty(
+        lengths.numpy(),
+        max_len=backend.max_response_len,
+        buffer_len=backend.overlong_buffer_len,
+        penalty_factor=backend.overlong_penalty_factor,
+    )
+    out = scores.clone()
+    rows = torch.nonzero(lengths > 0).flatten()
+    out[rows, lengths[rows] - 1] += torch.as_tensor(penalty, dtype=out.dtype)[rows]
+    return out
 
 
 def compute_group_advantages(batch: Any, algorithm: Any) -> Any:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from rollcli.backends.shaping import check_shaping
+
 __all__ = ["VerlConfig", "TINY_MODEL"]
 
 # ``model: tiny`` builds a 2-layer Qwen2 model and a tokenizer trained on the fly (CPU tests, CI).
@@ -34,6 +36,9 @@ class VerlConfig:
     ``nnodes``/``gpus_per_node`` default to the spec's ``launch`` section (1 GPU on CPU).
     ``val_data`` replaces the spec's eval suite by one file (jsonl/parquet, avg@1);
     ``train_max_samples``/``val_max_samples`` cap the training pool / each benchmark (CPU runs).
+    ``overlong_buffer_len``/``overlong_penalty_factor``: DAPO's overlong penalty added to the
+    training reward (``L_max`` = ``max_response_len``); the success the allocators read is the
+    reward function's score alone (:mod:`rollcli.backends.shaping`).
     ``trace_groups`` writes every step's asks and trained groups to ``verl/trace.jsonl`` (tests).
     ``test_freq``/``save_freq`` default to the spec's ``eval.every``/``checkpoint.every``.
     ``ppo_mini_batch_size`` counts *rollouts*: None is one optimiser step per training step (the
@@ -58,6 +63,9 @@ class VerlConfig:
     reward: str = "math"
     max_prompt_len: int = 1024
     max_response_len: int = 4096
+    # success vs training reward (rollcli.backends.shaping): DAPO's overlong penalty, off at 0
+    overlong_buffer_len: int = 0
+    overlong_penalty_factor: float = 1.0
     # optimisation (GRPO)
     lr: float = 1.0e-6
     ppo_mini_batch_size: int | None = None
@@ -120,6 +128,9 @@ class VerlConfig:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if not self.lr > 0:
             raise ValueError(f"lr must be positive, got {self.lr}")
+        check_shaping(
+            "verl", self.max_response_len, self.overlong_buffer_len, self.overlong_penalty_factor
+        )
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
             raise ValueError(
                 f"gpu_memory_utilization must lie in (0, 1], got {self.gpu_memory_utilization}"

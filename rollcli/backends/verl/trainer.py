@@ -47,6 +47,7 @@ from rollcli.backends.verl.advantages import (
     BASELINE_KEY,
     baseline_column,
     compute_group_advantages,
+    shaped_token_rewards,
 )
 from rollcli.backends.verl.overrides import verl_config_from_mapping
 from rollcli.backends.verl.rollouts import RolloutStore, pad_for_training
@@ -202,8 +203,13 @@ class RollcliPPOTrainer(RayPPOTrainer):
             "rewards": scores.sum(-1).float().tolist(),
             "refs": refs,
         }
+        # success stays in the scores (what the allocator read); the advantage uses the shaped
+        rewards = shaped_token_rewards(scores, batch.batch["response_mask"], self.backend_config)
+        if rewards is not scores:
+            trained["train_rewards"] = rewards.sum(-1).float().tolist()
+            metrics["shaped_reward_mean"] = float(np.mean(trained["train_rewards"]))
         batch.batch["token_level_scores"] = scores
-        batch.batch["token_level_rewards"] = scores
+        batch.batch["token_level_rewards"] = rewards
         if self.backend_config.trace_groups:  # to find each row's advantage after reordering
             batch.non_tensor_batch[_REF_KEY] = np.array(refs, dtype=np.int64)
         dp = self._get_dp_size(self.actor_rollout_wg, "actor")

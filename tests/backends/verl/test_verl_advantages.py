@@ -77,3 +77,60 @@ def test_no_baselines_is_verl_unchanged() -> None:
     theirs = compute_advantage(_batch(rewards, uids, column), adv_estimator="grpo")
     assert ours.batch["advantages"].equal(theirs.batch["advantages"])
     assert apply_baselines(theirs) == 0
+
+
+def test_all_wrong_group_of_different_lengths_learns_only_from_the_shaped_reward() -> None:
+    """Success vs training reward in verl's advantage step: the scores (rm_scores, what the
+    allocator read) of an all-wrong group stay 0, the overlong penalty on each response's last
+    token makes its training rewards differ, and verl's GRPO gives the longer answer the lower
+    advantage; without shaping the group has zero advantage (tiny and sim: test_*shaping.py)."""
+    from types import SimpleNamespace
+
+    import torch
+    from omegaconf import OmegaConf
+
+    from rollcli.backends.verl.advantages import compute_group_advantages, shaped_token_rewards
+    from rollcli.backends.verl.config import VerlConfig
+
+    length = 8
+    scores = torch.zeros(3, length)  # all wrong: every score is 0
+    mask = torch.zeros(3, length)
+    for row, n in enumerate((3, 6, 8)):  # responses of 3, 6 and 8 tokens
+        mask[row, :n] = 1
+    algorithm = OmegaConf.create({"adv_estimator": "grpo", "norm_adv_by_std_in_grpo": True})
+    config = VerlConfig(
+        model="tiny", max_response_len=length, overlong_buffer_len=4, overlong_penalty_factor=1.0
+    )
+    uids = np.array(["g"] * 3, dtype=object)
+    results = {}
+    for name, backend in {
+        "shaped": config,
+        "plain": SimpleNamespace(
+            **{"overlong_buffer_len": 0, "overlong_penalty_factor": 1.0, "max_response_len": length}
+        ),
+    }.items():
+        rewards = shaped_token_rewards(scores, mask, backend)
+        batch = _shaped_batch(rewards, scores, mask, uids)
+        results[name] = (rewards, compute_group_advantages(batch, algorithm).batch["advantages"])
+    rewards, adv = results["shaped"]
+    assert scores.sum() == 0  # the success is untouched
+    np.testing.assert_allclose(
+        rewards.sum(-1).numpy(), [0.0, -0.5, -1.0]
+    )  # DAPO: L_max 8, buffer 4
+    assert rewards[1, 5] == -0.5 and rewards[2, 7] == -1.0  # on each response's last token
+    per_row = (adv * mask).sum(-1) / mask.sum(-1)
+    assert per_row[0] > per_row[1] > per_row[2]
+    assert not results["plain"][1].any()
+
+
+def _shaped_batch(rewards, scores, mask, uids):
+    from verl import DataProto
+
+    return DataProto.from_dict(
+        tensors={
+            "token_level_rewards": rewards,
+            "token_level_scores": scores,
+            "response_mask": mask,
+        },
+        non_tensors={"uid": uids, "rollcli_baseline": np.full(len(uids), np.nan)},
+    )

@@ -1,0 +1,106 @@
+"""Success vs training reward: the shaping every backend applies before its advantages.
+
+Each rollout carries two numbers. Its **success** (0/1, the verifiable outcome) is what a
+backend puts in :class:`~rollcli.allocators.api.Outcome` ``rewards``: allocators, filters
+(DAPO's dynamic sampling, GRESO, Pilot-Commit's gate), the ledger's zero-variance count and the
+rollout breakdown read it, and the groups they return carry it. Its **training reward** is what
+the advantage uses: the success plus optional shaping, computed by the backend from the success
+and the response length of each trained rollout (:func:`training_rewards`), the same way on sim,
+tiny and verl. So an all-wrong group whose responses differ in length stays zero-variance for
+the allocator (nothing to learn from the outcome) while its shaped rewards differ — the trap of
+filtering on a shaped score (REFERENCE.md §2c) cannot happen.
+
+Shaping available (a backend knob pair; off by default):
+
+* DAPO's **overlong buffer penalty** (Yu et al., 2025; verl's ``DAPORewardManager``): with
+  ``L_max`` the backend's response limit and ``L_buf = overlong_buffer_len``, a response of
+  ``|y|`` tokens gets ``min(0, -(|y| - (L_max - L_buf)) / L_buf * overlong_penalty_factor)``
+  added: nothing up to ``L_max - L_buf``, then linearly down to ``-overlong_penalty_factor`` at
+  ``L_max``.
+
+Pure numpy; the backends' configs hold the knobs and call :func:`check_shaping`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = [
+    "SHAPING_DEFAULTS",
+    "check_shaping",
+    "omit_default_shaping",
+    "overlong_penalty",
+    "shaping_enabled",
+    "training_rewards",
+]
+
+# the knobs every backend config has, at their defaults (no shaping)
+SHAPING_DEFAULTS = {"overlong_buffer_len": 0, "overlong_penalty_factor": 1.0}
+
+
+def omit_default_shaping(backend: dict) -> dict:
+    """A dumped backend section without shaping knobs left at their defaults, so the job ids
+    of specs written before the knobs existed do not change."""
+    return {
+        key: value
+        for key, value in backend.items()
+        if key not in SHAPING_DEFAULTS or value != SHAPING_DEFAULTS[key]
+    }
+
+
+def check_shaping(
+    backend: str, max_len: int, overlong_buffer_len: int, overlong_penalty_factor: float
+) -> None:
+    """Raise ``ValueError`` naming the knob when the shaping knobs are not usable."""
+    if (
+        not isinstance(overlong_buffer_len, int)
+        or isinstance(overlong_buffer_len, bool)
+        or not 0 <= overlong_buffer_len < max_len
+    ):
+        raise ValueError(
+            f"{backend} backend: overlong_buffer_len must be an integer in [0, {max_len}) "
+            f"(0: no penalty; below the response limit {max_len}), got {overlong_buffer_len!r}"
+        )
+    if not (math.isfinite(overlong_penalty_factor) and overlong_penalty_factor >= 0):
+        raise ValueError(
+            f"{backend} backend: overlong_penalty_factor must be a finite number >= 0, "
+            f"got {overlong_penalty_factor!r}"
+        )
+
+
+def shaping_enabled(overlong_buffer_len: int, overlong_penalty_factor: float) -> bool:
+    """Whether the knobs shape anything (otherwise the training reward is the success)."""
+    return overlong_buffer_len > 0 and overlong_penalty_factor > 0
+
+
+def overlong_penalty(
+    num_tokens: np.ndarray, *, max_len: int, buffer_len: int, penalty_factor: float
+) -> np.ndarray:
+    """DAPO's overlong penalty per response (<= 0; zeros when ``buffer_len`` is 0)."""
+    lengths = np.asarray(num_tokens, dtype=np.float64)
+    if buffer_len <= 0 or penalty_factor <= 0:
+        return np.zeros_like(lengths)
+    exceed = lengths - (max_len - buffer_len)
+    return np.minimum(-exceed / buffer_len * penalty_factor, 0.0)
+
+
+def training_rewards(
+    success: np.ndarray,
+    num_tokens: np.ndarray,
+    *,
+    max_len: int,
+    overlong_buffer_len: int = 0,
+    overlong_penalty_factor: float = 1.0,
+) -> np.ndarray:
+    """The rewards the advantage uses: ``success`` plus the shaping (aligned arrays)."""
+    success = np.asarray(success, dtype=np.float64)
+    if not shaping_enabled(overlong_buffer_len, overlong_penalty_factor):
+        return success
+    return success + overlong_penalty(
+        num_tokens,
+        max_len=max_len,
+        buffer_len=overlong_buffer_len,
+        penalty_factor=overlong_penalty_factor,
+    )

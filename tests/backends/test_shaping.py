@@ -1,0 +1,92 @@
+"""Success vs training reward: DAPO's overlong penalty as published, the knobs, and on sim an
+all-wrong group whose responses differ in length stays zero-variance for the allocator, its
+filter and the ledger (they read the success) while the advantage, which uses the shaped
+training reward, tells its rollouts apart (tiny: tests/backends/tiny/test_tiny_shaping.py;
+verl: tests/backends/verl/test_verl_advantages.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rollcli.allocators import create_allocator
+from rollcli.allocators.api import Ask, AskItem, BudgetLedger, Group
+from rollcli.backends.shaping import omit_default_shaping, overlong_penalty, training_rewards
+from rollcli.backends.sim import create_sim_backend
+from rollcli.backends.tiny.config import TinyConfig
+from rollcli.train.loop import TrainLoop
+
+
+def test_overlong_penalty_is_dapos():
+    # L_max 20, buffer 8: free up to 12 tokens, then linear down to -factor at 20 (and beyond)
+    lengths = np.array([1, 12, 13, 16, 20, 24])
+    got = overlong_penalty(lengths, max_len=20, buffer_len=8, penalty_factor=1.0)
+    np.testing.assert_allclose(got, [0, 0, -1 / 8, -0.5, -1.0, -1.5])
+    shaped = training_rewards(
+        np.array([1.0, 0.0]), np.array([16, 16]), max_len=20, overlong_buffer_len=8
+    )
+    np.testing.assert_allclose(shaped, [0.5, -0.5])
+    off = training_rewards(np.array([1.0, 0.0]), np.array([30, 30]), max_len=20)
+    np.testing.assert_array_equal(off, [1.0, 0.0])
+
+
+def test_knobs_are_checked_and_left_out_of_dumps_at_their_defaults():
+    with pytest.raises(ValueError, match="sim backend: overlong_buffer_len must be an integer"):
+        create_sim_backend({"kind": "sim", "max_tokens": 100, "overlong_buffer_len": 100}, seed=0)
+    with pytest.raises(ValueError, match="tiny backend: overlong_penalty_factor"):
+        TinyConfig(overlong_buffer_len=2, overlong_penalty_factor=-1.0)
+    assert omit_default_shaping({"lr": 1, "overlong_buffer_len": 0}) == {"lr": 1}
+    kept = {"overlong_buffer_len": 4, "overlong_penalty_factor": 1.0}
+    assert omit_default_shaping(kept) == {"overlong_buffer_len": 4}
+
+
+def _all_wrong_with_different_lengths(outcomes):
+    for outcome in outcomes:
+        if not outcome.rewards.any() and np.ptp(outcome.num_tokens) > 0:
+            return outcome
+    raise AssertionError("no all-wrong group with different lengths was generated")
+
+
+def _ledger_sees_zero_variance(outcome) -> None:
+    ledger = BudgetLedger()
+    ledger.record([outcome])
+    assert ledger.step_zero_variance_groups == 1
+
+
+def test_sim_all_wrong_group_is_flat_for_the_allocator_and_shaped_for_the_advantage():
+    knobs = {"kind": "sim", "num_train_prompts": 64, "num_eval_prompts": 16, "max_tokens": 4000}
+    knobs |= {"difficulty_mean": 4.0, "length_sigma": 0.5}  # mostly wrong, spread lengths
+    shaped = create_sim_backend({**knobs, "overlong_buffer_len": 3000}, seed=0)
+    plain = create_sim_backend(knobs, seed=0)
+    ask = Ask(tuple(AskItem(i, 8) for i in range(64)))
+    outcomes = shaped.generate(ask)
+    assert [o.rewards.tolist() for o in plain.generate(ask)] == [
+        o.rewards.tolist() for o in outcomes
+    ]  # shaping changes no draw
+    flat = _all_wrong_with_different_lengths(outcomes)
+    _ledger_sees_zero_variance(flat)
+    group = Group(flat.prompt_id, flat.refs, flat.rewards)
+    assert group.reward_variance == 0.0
+    metrics = shaped.update([group])
+    assert metrics["informative_groups"] == 1 and metrics["adv_abs_mean"] > 0
+    assert metrics["shaped_reward_mean"] < 0  # success 0, minus the penalties
+    assert plain.update([group])["informative_groups"] == 0
+    assert plain.update([group])["informative_groups"] == 0
+
+
+def test_sim_dynamic_sampling_filters_on_success_with_shaping_on():
+    """DAPO's filter inside the real step loop: no trained group is all-wrong or all-right
+    although every generated group's shaped rewards differ (lengths are spread)."""
+    knobs = {"kind": "sim", "num_train_prompts": 256, "num_eval_prompts": 16, "max_tokens": 4000}
+    knobs |= {"length_sigma": 0.5, "overlong_buffer_len": 3000}
+    backend = create_sim_backend(knobs, seed=0)
+    dapo = create_allocator(
+        {"kind": "dynamic", "n": 8, "on_max_gen_batches": "train"},
+        num_prompts=256,
+        rollouts_per_step=64,
+        seed=0,
+    )
+    row = TrainLoop(backend, dapo, num_steps=1, eval_every=None).run_step()
+    assert row["zero_var_frac"] > 0  # the ledger counted flat groups among the generated
+    assert row["prompts_trained"] > 0 and row["reward_var"] > 0
+    assert "train/shaped_reward_mean" in row
