@@ -36,13 +36,18 @@ __all__ = [
     "training_rewards",
 ]
 
-# the knobs every backend config has, at their defaults (no shaping)
-SHAPING_DEFAULTS = {"overlong_buffer_len": 0, "overlong_penalty_factor": 1.0}
+# the knobs every backend config has, at their defaults (no shaping), and verl's grading
+# deadline: knobs added after specs were written, left out of dumps at these values
+SHAPING_DEFAULTS = {
+    "overlong_buffer_len": 0,
+    "overlong_penalty_factor": 1.0,
+    "reward_deadline_s": 10.0,
+}
 
 
 def omit_default_shaping(backend: dict) -> dict:
-    """A dumped backend section without shaping knobs left at their defaults, so the job ids
-    of specs written before the knobs existed do not change."""
+    """A dumped backend section without the reward knobs left at their defaults, so the job
+    ids of specs written before the knobs existed do not change."""
     return {
         key: value
         for key, value in backend.items()

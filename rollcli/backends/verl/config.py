@@ -31,7 +31,9 @@ class VerlConfig:
     (transformers rollouts, gloo); ``cuda`` is the real thing (vLLM rollouts, FSDP).
     ``reward`` is ``math`` (rollcli's math grader), ``verl`` (verl's ``default_compute_score`` by
     the row's ``data_source``, falling back to ``math`` when verl has none) or
-    ``package.module:function`` called as ``fn(response: str, answer: str) -> float``.
+    ``package.module:function`` called as ``fn(response: str, answer: str) -> float``, or
+    ``code`` (the row's tests in rollcli's sandbox pool). ``reward_deadline_s``: the deadline of
+    one answer's grading (math and code), past which it scores 0 (``reward/timeouts``).
     ``rollout_engine`` defaults to ``vllm`` on cuda and ``hf`` (transformers) on cpu.
     ``nnodes``/``gpus_per_node`` default to the spec's ``launch`` section (1 GPU on CPU).
     ``val_data`` replaces the spec's eval suite by one file (jsonl/parquet, avg@1);
@@ -61,6 +63,7 @@ class VerlConfig:
     val_max_samples: int | None = None
     prompt_template: str = "boxed"
     reward: str = "math"
+    reward_deadline_s: float = 10.0
     max_prompt_len: int = 1024
     max_response_len: int = 4096
     # success vs training reward (rollcli.backends.shaping): DAPO's overlong penalty, off at 0
@@ -142,10 +145,13 @@ class VerlConfig:
         for name in ("clip_ratio_low", "clip_ratio_high", "kl_coef", "entropy_coeff", "grad_clip"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.reward not in ("math", "verl") and ":" not in self.reward:
+        if self.reward not in ("math", "code", "verl") and ":" not in self.reward:
             raise ValueError(
-                f"reward must be 'math', 'verl' or 'package.module:function', got {self.reward!r}"
+                "reward must be 'math', 'code', 'verl' or 'package.module:function', "
+                f"got {self.reward!r}"
             )
+        if not (isinstance(self.reward_deadline_s, (int, float)) and self.reward_deadline_s > 0):
+            raise ValueError(f"reward_deadline_s must be > 0, got {self.reward_deadline_s!r}")
         if self.rollout_engine is None:
             # vLLM has no CPU build: the CPU path generates with transformers inside a Ray actor.
             object.__setattr__(self, "rollout_engine", "hf" if self.device == "cpu" else "vllm")

@@ -11,8 +11,10 @@ One row per problem, the columns verl's ``RLHFDataset`` and reward functions rea
 ``prompt_id`` is the row's position in the file: the allocator's prompt ids are exactly these,
 so the trainer can map an ask to rows. Sources: the shipped MATH train set (``math_train``), the
 shipped benchmarks by name, or any ``.json``/``.jsonl``/``.parquet`` file with problem/answer
-fields (``problem``|``question``|``prompt`` and ``answer``|``final_answer``|``solution``).
-pandas and pyarrow are imported lazily.
+fields (``problem``|``question``|``prompt`` and ``answer``|``final_answer``|``solution``), or a
+code training set: records with ``problem`` and ``tests`` (:mod:`rollcli.eval.benchmarks.code_tasks`),
+whose ground truth is the task's JSON and whose prompt is LiveCodeBench's format (``ability:
+code``; train them with ``reward: code``). pandas and pyarrow are imported lazily.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rollcli.errors import RollcliError
+from rollcli.eval.benchmarks.code_tasks import is_code_task, task_json, task_problem
 
 __all__ = [
     "DataError",
@@ -82,6 +85,13 @@ def _question_answer(row: Mapping[str, Any], where: str) -> tuple[str, str]:
     question = next((row[k] for k in ("problem", "question", "prompt") if row.get(k)), None)
     if isinstance(question, list):  # already chat messages (a verl parquet)
         question = question[-1]["content"]
+    if is_code_task(row):  # a code task: the gold is its tests (rollcli.eval.benchmarks.code_tasks)
+        if question is None:
+            raise DataError(f"{where}: a code task needs a problem/question field")
+        try:
+            return str(question), task_json(row)
+        except (ValueError, TypeError) as error:
+            raise DataError(f"{where}: {error}") from error
     answer = next(
         (row[k] for k in ("answer", "final_answer", "ground_truth") if row.get(k) is not None),
         None,
@@ -129,14 +139,26 @@ def load_records(source: str) -> tuple[str, list[tuple[str, str]]]:
     return name, [_question_answer(r, f"{path}[{i}]") for i, r in enumerate(rows)]
 
 
+def _is_code_gold(gold: str) -> bool:
+    return gold.startswith('{"') and '"tests":' in gold
+
+
+def _prompt(question: str, gold: str) -> list[dict[str, str]]:
+    if not _is_code_gold(gold):
+        return [{"role": "user", "content": f"{question}\n{INSTRUCTION}"}]
+    from rollcli.eval.benchmarks.prompts import messages_for
+
+    return messages_for(task_problem(gold, question=question))  # LiveCodeBench's format
+
+
 def _rows(
     data_source: str, records: Sequence[tuple[str, str]], *, split: str, k: int = 1
 ) -> list[dict[str, Any]]:
     return [
         {
             "data_source": data_source,
-            "prompt": [{"role": "user", "content": f"{question}\n{INSTRUCTION}"}],
-            "ability": "math",
+            "prompt": _prompt(question, gold),
+            "ability": "code" if _is_code_gold(gold) else "math",
             "reward_model": {"style": "rule", "ground_truth": gold},
             "extra_info": {"index": i, "prompt_id": i, "k": int(k), "split": split},
         }

@@ -3,7 +3,8 @@
 The validation parquet (see :func:`rollcli.backends.verl.data.prepare_eval_suite`) holds every
 benchmark of the suite; each row's ``extra_info.k`` is that benchmark's number of samples. One
 verl generation call produces all of them (validation sampling: ``val_kwargs`` temperature and
-top-p); the driver grades each answer with :func:`rollcli.backends.verl.rewards.math_score`.
+top-p); the driver grades the answers with :func:`rollcli.backends.verl.rewards.math_scores` (a killable
+worker, the backend's ``reward_deadline_s`` per answer).
 ``eval/<benchmark>`` is avg@k (mean pass@1 over the k samples of every problem) and
 ``eval/accuracy`` the unweighted mean over the suite's benchmarks. Runs in verl's driver.
 """
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from rollcli.backends.verl.rewards import math_score
+from rollcli.backends.verl.rewards import math_scores
 
 __all__ = ["evaluate_suite", "summarise"]
 
@@ -51,5 +52,10 @@ def evaluate_suite(trainer: Any, step: int) -> dict[str, float]:
     texts = trainer.tokenizer.batch_decode(ids, skip_special_tokens=True)
     golds = [str(rm["ground_truth"]) for rm in out.non_tensor_batch["reward_model"]]
     sources = [str(s) for s in out.non_tensor_batch["data_source"]]
-    scores = [math_score(text, gold) for text, gold in zip(texts, golds, strict=True)]
-    return summarise(sources, scores)
+    # graded in a killable worker with the backend's per-answer deadline (past it: wrong)
+    graded = math_scores(
+        list(zip(texts, golds, strict=True)), trainer.backend_config.reward_deadline_s
+    )
+    metrics = summarise(sources, [score for score, _ in graded])
+    metrics["eval/grading_timeouts"] = float(sum(timed_out for _, timed_out in graded))
+    return metrics

@@ -192,7 +192,7 @@ def compile_overrides(job: Mapping[str, Any], paths: VerlPaths) -> list[str]:
     }
     from rollcli.backends.verl.rewards import reward_function_config
 
-    o.update(reward_function_config(backend.reward))
+    o.update(reward_function_config(backend.reward, backend.reward_deadline_s))
     if backend.device == "cpu":
         from rollcli.backends.verl.cpu_settings import cpu_overrides
 

@@ -12,37 +12,141 @@ reward_kwargs: {mode: ...}}``). ``mode`` is the backend's ``reward`` knob:
 * ``package.module:function`` — ``function(response, ground_truth) -> float`` (tests use
   :func:`toy_reward`).
 
-Rewards are binary for math (1.0 correct, 0.0 otherwise): the allocators read them as success.
+* ``code`` — the answer's last fenced program against the row's tests (``ground_truth``: the JSON
+  of a code task, :mod:`rollcli.eval.benchmarks.code_tasks`) in rollcli's
+  code sandbox, through a pool of warm sandboxed workers (:class:`SandboxPool`): 1.0 when every
+  test passes.
+
+Rewards are binary for math and code (1.0 correct, 0.0 otherwise): the allocators read them as
+success. **Deadlines**: math is graded in a killable worker process
+(:class:`~rollcli.eval.graders.pool.MathGradingPool`, one per process, shared by the reward loop's
+threads) with a per-answer deadline of ``deadline_s`` (``reward_kwargs``, default 10 s); code
+runs under the sandbox's per-test limit and a per-rollout deadline of ``deadline_s`` too. An
+answer past its deadline scores 0 and is flagged: :func:`compute_score` returns ``{"score": s,
+TIMEOUT_KEY: 0 or 1}``, verl's reward loop carries the flag into the batch (``reward_extra_info``)
+and the trainer counts it as ``reward/timeouts`` in the step's row. ``verl`` and custom
+functions run in the calling thread with no deadline of rollcli's.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import hashlib
 import importlib
-from collections.abc import Callable
+import logging
+import os
+import threading
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["compute_score", "math_score", "toy_reward", "reward_function_config"]
+__all__ = [
+    "DEFAULT_DEADLINE_S",
+    "TIMEOUT_KEY",
+    "code_scores",
+    "compute_score",
+    "math_score",
+    "math_scores",
+    "toy_reward",
+    "reward_function_config",
+]
+
+log = logging.getLogger(__name__)
 
 _MAX_CHARS = 4000
+DEFAULT_DEADLINE_S = 10.0
+TIMEOUT_KEY = "rollcli_timeout"  # 1.0 where the grader hit its deadline (reward_extra_info)
+
+# one grading pool of each kind per process (verl's reward workers call from many threads)
+_LOCK = threading.Lock()
+_POOLS: dict[str, Any] = {}
+_POOL_PID: int | None = None
 
 
-def math_score(response: str, ground_truth: str) -> float:
-    """1.0 when the last boxed answer of ``response`` equals ``ground_truth``, else 0.0."""
-    text = response[-_MAX_CHARS:]
+def _pool(kind: str, deadline_s: float) -> Any:
+    """This process's math or code pool (rebuilt after a fork or for another deadline)."""
+    global _POOL_PID
+    if os.getpid() != _POOL_PID:
+        _POOLS.clear()  # a forked child must not share its parent's workers
+        _POOL_PID = os.getpid()
+    pool = _POOLS.get(kind)
+    if pool is not None and pool.rollcli_deadline_s != deadline_s:
+        pool.close()
+        pool = None
+    if pool is None:
+        if kind == "math":
+            from rollcli.eval.graders.pool import MathGradingPool
+
+            pool = MathGradingPool(1, deadline_s=deadline_s)
+        else:
+            from rollcli.eval.graders.sandbox import SandboxPool
+
+            pool = SandboxPool(1, rollout_timeout_s=deadline_s)
+        pool.rollcli_deadline_s = deadline_s
+        _POOLS[kind] = pool
+    return pool
+
+
+def _close_pools() -> None:
+    """At exit, before the interpreter tears modules down (a pool's ``__del__`` then fails)."""
+    if os.getpid() == _POOL_PID:
+        for pool in list(_POOLS.values()):
+            with contextlib.suppress(Exception):
+                pool.close()
+    _POOLS.clear()
+
+
+atexit.register(_close_pools)
+
+
+def math_scores(
+    pairs: Sequence[tuple[str, str]], deadline_s: float = DEFAULT_DEADLINE_S
+) -> list[tuple[float, bool]]:
+    """``(score, timed_out)`` per ``(response, ground_truth)``: 1.0 when the last boxed answer
+    equals the gold, graded in a killable worker; an answer past ``deadline_s`` scores 0.0."""
+    work = [(str(gold), str(response)[-_MAX_CHARS:]) for response, gold in pairs]
     try:
-        from rollcli.eval.graders.math import grade_math_verify
-    except ImportError:  # pragma: no cover - the eval package is part of rollcli
-        from math_verify import parse, verify
+        with _LOCK:
+            results = _pool("math", deadline_s).grade(work)
+    except Exception:  # a broken pool scores the batch wrong, it must not kill training
+        log.exception("math grading failed")
+        return [(0.0, False)] * len(work)
+    return [(0.0, True) if r.method == "timeout" else (float(r.correct), False) for r in results]
 
-        gold = parse(f"\\boxed{{{ground_truth}}}", parsing_timeout=None)
-        pred = parse(text, parsing_timeout=None)
-        return float(bool(gold and pred and verify(gold, pred, timeout_seconds=None)))
-    try:
-        return float(grade_math_verify(str(ground_truth), text).correct)
-    except Exception:  # a grader crash on one answer scores it wrong, it must not kill training
-        return 0.0
+
+def math_score(response: str, ground_truth: str, deadline_s: float = DEFAULT_DEADLINE_S) -> float:
+    """1.0 when the last boxed answer of ``response`` equals ``ground_truth``, else 0.0 (also
+    past the deadline)."""
+    return math_scores([(response, ground_truth)], deadline_s)[0][0]
+
+
+def code_scores(
+    pairs: Sequence[tuple[str, Any]], deadline_s: float = DEFAULT_DEADLINE_S
+) -> list[tuple[float, bool]]:
+    """``(score, timed_out)`` per ``(response, tests)``: 1.0 when every test passes in the
+    sandbox; a test past its limit or a solution past ``deadline_s`` scores 0.0, flagged."""
+    from rollcli.eval.benchmarks.code_tasks import task_problem
+    from rollcli.eval.graders.code import grade_code_batch
+
+    items, bad = [], []
+    for index, (response, ground_truth) in enumerate(pairs):
+        try:
+            items.append((task_problem(ground_truth), str(response)))
+        except (KeyError, TypeError, ValueError) as error:  # scored wrong: training goes on
+            log.error("code reward: row %d's ground truth is not a test set (%s)", index, error)
+            bad.append(index)
+    with _LOCK:
+        pool = _pool("code", deadline_s)
+    results = iter(grade_code_batch(items, pool))  # the pool itself is thread-safe
+    out = []
+    for index in range(len(pairs)):
+        if index in bad:
+            out.append((0.0, False))
+            continue
+        result = next(results)
+        out.append((1.0 if result.correct else 0.0, result.status == "timeout"))
+    return out
 
 
 def toy_reward(response: str, ground_truth: str) -> float:
@@ -67,11 +171,23 @@ def compute_score(
     ground_truth: str,
     extra_info: dict[str, Any] | None = None,
     mode: str = "math",
+    deadline_s: float = DEFAULT_DEADLINE_S,
     **_: Any,
+) -> dict[str, float]:
+    """verl's custom-reward signature; ``mode`` and ``deadline_s`` arrive through
+    ``reward_kwargs``. Returns ``{"score": s, TIMEOUT_KEY: 0.0 or 1.0}`` (the same keys for
+    every row: verl's agent loop stacks them into the batch)."""
+    if mode in ("math", "code"):
+        grade = math_scores if mode == "math" else code_scores
+        score, timed_out = grade([(solution_str, ground_truth)], float(deadline_s))[0]
+        return {"score": score, TIMEOUT_KEY: float(timed_out)}
+    score = _other_score(data_source, solution_str, ground_truth, extra_info, mode)
+    return {"score": score, TIMEOUT_KEY: 0.0}
+
+
+def _other_score(
+    data_source: str, solution_str: str, ground_truth: str, extra_info: Any, mode: str
 ) -> float:
-    """verl's custom-reward signature; ``mode`` arrives through ``reward_kwargs``."""
-    if mode == "math":
-        return math_score(solution_str, ground_truth)
     if mode == "verl":
         from verl.utils.reward_score import default_compute_score
 
@@ -89,10 +205,14 @@ def compute_score(
     return float(_custom(mode)(solution_str, ground_truth))
 
 
-def reward_function_config(mode: str) -> dict[str, Any]:
-    """The verl overrides that route every reward through :func:`compute_score`."""
-    return {
+def reward_function_config(mode: str, deadline_s: float = DEFAULT_DEADLINE_S) -> dict[str, Any]:
+    """The verl overrides that route every reward through :func:`compute_score` (the deadline
+    only when it is not the default, so existing specs compile to the same overrides)."""
+    out = {
         "reward.custom_reward_function.path": "pkg://rollcli.backends.verl.rewards",
         "reward.custom_reward_function.name": "compute_score",
         "+reward.custom_reward_function.reward_kwargs.mode": mode,
     }
+    if float(deadline_s) != DEFAULT_DEADLINE_S:
+        out["+reward.custom_reward_function.reward_kwargs.deadline_s"] = float(deadline_s)
+    return out

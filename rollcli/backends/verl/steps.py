@@ -43,6 +43,7 @@ class VerlStepBackend(BaseBackend):
 
     def start_step(self, step: int) -> None:
         self.trainer.global_steps = step  # verl names batches, checkpoints and logs by it
+        self.trainer.reward_timeouts = 0
         self._rounds = []
 
     def generate(self, ask: Ask) -> list[Outcome]:

@@ -50,6 +50,7 @@ from rollcli.backends.verl.advantages import (
     shaped_token_rewards,
 )
 from rollcli.backends.verl.overrides import verl_config_from_mapping
+from rollcli.backends.verl.rewards import TIMEOUT_KEY
 from rollcli.backends.verl.rollouts import RolloutStore, pad_for_training
 from rollcli.backends.verl.runner import stop_file
 from rollcli.backends.verl.steps import VerlStepBackend
@@ -79,6 +80,7 @@ class RollcliPPOTrainer(RayPPOTrainer):
         )
         self.store = RolloutStore()
         self.policy_version = 0
+        self.reward_timeouts = 0  # this step's rollouts whose grading hit its deadline
         self.loop: TrainLoop | None = None  # built by fit(), when verl knows its step count
         from verl.utils.dataset.rl_dataset import collate_fn
 
@@ -109,6 +111,8 @@ class RollcliPPOTrainer(RayPPOTrainer):
         metrics = JobFolder(self.job_dir).metrics
 
         def emit(row: dict[str, Any]) -> None:
+            if row["step"] > 0:
+                row["reward/timeouts"] = self.reward_timeouts
             append_jsonl(metrics, [row])
             tracker.log(data={k: v for k, v in row.items() if k != "step"}, step=row["step"])
 
@@ -161,6 +165,9 @@ class RollcliPPOTrainer(RayPPOTrainer):
         batch = self.generate_rows(batch, counts, {"global_steps": step, "validate": False})
         rewards = batch.batch["rm_scores"].sum(-1).float().numpy().astype(float)
         tokens = batch.batch["response_mask"].sum(-1).numpy().astype(np.int64)
+        flags = batch.non_tensor_batch.get(TIMEOUT_KEY)  # graders past their deadline (score 0)
+        if flags is not None:
+            self.reward_timeouts += int(np.asarray(flags, dtype=float).sum())
         refs = self.store.add(batch)
         outcomes, pos = [], 0
         for item, n in zip(ask.items, counts, strict=True):

@@ -132,6 +132,8 @@ def test_vigor_uneven_groups_and_minibatches(tmp_path, ray_cluster, trace, check
     assert len(sizes) > 1  # refined prompts got more rollouts than dropped ones
     assert all(len(t["rounds"]) >= 2 for t in trace(job))
     assert any(m["train/pad_rows"] > 0 for m in metrics)
+    # every reward came back from the graders with its timeout flag: none hit its deadline
+    assert [m["reward/timeouts"] for m in metrics if m["step"] > 0] == [0, 0, 0]
 
 
 def test_greso_refill_rounds_drop_constant_groups(tmp_path, ray_cluster, trace, check_consistency):

@@ -13,7 +13,7 @@ import pytest
 from rollcli.backends.verl import VerlTrainerDrivenError, create_verl_backend
 from rollcli.backends.verl.config import VerlConfig
 from rollcli.backends.verl.data import DataError, prepare_dataset, prepare_eval_suite
-from rollcli.backends.verl.rewards import compute_score, math_score, toy_reward
+from rollcli.backends.verl.rewards import TIMEOUT_KEY, compute_score, math_score, toy_reward
 
 needs_verl = pytest.mark.skipif(importlib.util.find_spec("verl") is None, reason="needs verl")
 
@@ -111,12 +111,15 @@ def test_prepare_any_jsonl_and_clear_errors(tmp_path):
 def test_rewards():
     assert math_score("so the answer is \\boxed{\\frac{1}{2}}", "0.5") == 1.0
     assert math_score("\\boxed{3}", "4") == 0.0
-    assert compute_score("aime24", "\\boxed{27}", "27", mode="math") == 1.0
+    assert compute_score("aime24", "\\boxed{27}", "27", mode="math") == {
+        "score": 1.0,
+        TIMEOUT_KEY: 0.0,
+    }
     coin = [toy_reward(f"r{i}", "7") for i in range(400)]
     assert set(coin) == {0.0, 1.0} and 0.4 < np.mean(coin) < 0.6
     assert toy_reward("same", "7") == toy_reward("same", "7")
     mode = "rollcli.backends.verl.rewards:toy_reward"
-    assert compute_score("x", "same", "7", mode=mode) == toy_reward("same", "7")
+    assert compute_score("x", "same", "7", mode=mode)["score"] == toy_reward("same", "7")
 
 
 @needs_verl
@@ -209,4 +212,7 @@ def test_verl_scorers_become_success_rewards(monkeypatch, scored, expected):
     import verl.utils.reward_score as reward_score
 
     monkeypatch.setattr(reward_score, "default_compute_score", lambda *a, **k: scored)
-    assert compute_score("math_dapo", "Answer: 3", "4", mode="verl") == expected
+    assert compute_score("math_dapo", "Answer: 3", "4", mode="verl") == {
+        "score": expected,
+        TIMEOUT_KEY: 0.0,
+    }

@@ -1,0 +1,77 @@
+"""Deadlines wherever a grader runs in verl's reward workers and driver: a pathological math
+answer and a hanging program each score 0 within their deadline, flagged as timeouts (the
+trainer counts them as ``reward/timeouts``), and the next answer is graded as usual; code is
+graded in the warm sandbox pool (its hostile corpus: tests/eval/test_sandbox_hostile.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from rollcli.backends.verl.rewards import (
+    TIMEOUT_KEY,
+    code_scores,
+    compute_score,
+    math_scores,
+    reward_function_config,
+)
+from rollcli.eval.graders.sandbox.bwrap import check_bwrap
+
+TOWER = "\\boxed{9^{9^{9^{9^{9^{9}}}}}}"  # math-verify works on it for minutes
+DEADLINE = 3.0  # a plain answer takes milliseconds, but the shared 2 cores run at load 10-30
+ADD = {"tests": [{"input": "1 2\n", "output": "3\n", "testtype": "stdin"}], "time_limit_s": 2}
+needs_sandbox = pytest.mark.skipif(
+    not (os.geteuid() == 0 and check_bwrap(1_234_567) is None),
+    reason="the sandbox needs root (cgroups) and bubblewrap (scripts/test.sh)",
+)
+
+
+def test_a_pathological_math_answer_scores_zero_within_the_deadline():
+    math_scores([("\\boxed{1}", "2")], deadline_s=DEADLINE)  # the worker started: time the grading
+    started = time.monotonic()
+    # the reward loop calls from several threads at once: they share one killable worker
+    with ThreadPoolExecutor(3) as threads:
+        calls = [
+            threads.submit(compute_score, "math", text, gold, mode="math", deadline_s=DEADLINE)
+            for text, gold in ((TOWER, "5"), ("\\boxed{4}", "4"), ("\\boxed{3}", "4"))
+        ]
+        results = [c.result() for c in calls]
+    elapsed = time.monotonic() - started
+    assert results == [
+        {"score": 0.0, TIMEOUT_KEY: 1.0},
+        {"score": 1.0, TIMEOUT_KEY: 0.0},
+        {"score": 0.0, TIMEOUT_KEY: 0.0},
+    ]
+    assert elapsed < 3 * DEADLINE + 10, elapsed  # one deadline each at worst, and the respawn
+    assert math_scores([("\\boxed{\\frac{1}{2}}", "0.5")], deadline_s=DEADLINE) == [(1.0, False)]
+
+
+@needs_sandbox
+def test_a_hanging_program_scores_zero_at_its_deadline_and_the_next_one_passes():
+    hang = "```python\nwhile True:\n    pass\n```"
+    sleeper = "```python\nimport time\ntime.sleep(3600)\n```"
+    right = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+    started = time.monotonic()
+    got = code_scores(
+        [(hang, json.dumps(ADD)), (sleeper, ADD), (right, json.dumps(ADD)), ("no code", ADD)],
+        deadline_s=4.0,
+    )
+    elapsed = time.monotonic() - started
+    assert got == [(0.0, True), (0.0, True), (1.0, False), (0.0, False)]
+    assert elapsed < 2 * (4.0 + 3.0) + 30, elapsed  # two deadlines (one worker), its restarts
+    result = compute_score("code", right, json.dumps(ADD), mode="code", deadline_s=4.0)
+    assert result == {"score": 1.0, TIMEOUT_KEY: 0.0}
+    assert compute_score("code", right, "not json", mode="code") == {
+        "score": 0.0,
+        TIMEOUT_KEY: 0.0,
+    }  # a broken row scores wrong; training goes on
+
+
+def test_the_deadline_reaches_verl_only_when_it_is_not_the_default():
+    key = "+reward.custom_reward_function.reward_kwargs.deadline_s"
+    assert key not in reward_function_config("math")  # existing specs: the same overrides
+    assert reward_function_config("code", 30)[key] == 30.0
