@@ -92,6 +92,7 @@ def test_canonical_solutions_pass_and_stubs_fail():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # 569 s at load 20-30 (184 s of it dequantising, shared per session)
 @needs_sandbox
 def test_smollm2_humaneval_end_to_end(tmp_path, smollm2_engine):
     settings = EvalSettings(
