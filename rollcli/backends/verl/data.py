@@ -41,7 +41,11 @@ try:  # the eval package owns the template; keep one wording everywhere
 except ImportError:  # pragma: no cover - eval package not installed yet
     INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 
-TRAIN_SETS = {"math_train": "math_train_deepscaler.json", "gsm8k_train": "gsm8k_train.jsonl"}
+TRAIN_SETS = {
+    "math_train": "math_train_deepscaler.json",
+    "gsm8k_train": "gsm8k_train.jsonl",
+    "toy_code": "toy_code.jsonl",  # 48 A+B stdin tasks written for the CPU code-reward run
+}
 
 
 class DataError(RollcliError):
@@ -113,7 +117,11 @@ def _question_answer(row: Mapping[str, Any], where: str) -> tuple[str, str]:
 
 def _usable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Drop records without a gold answer (4 of the 7,474 MATH train problems have none)."""
-    return [r for r in rows if any(r.get(k) not in (None, "") for k in ("answer", "final_answer"))]
+    return [
+        r
+        for r in rows
+        if is_code_task(r) or any(r.get(k) not in (None, "") for k in ("answer", "final_answer"))
+    ]
 
 
 def load_records(source: str) -> tuple[str, list[tuple[str, str]]]:

@@ -26,7 +26,7 @@ def plan(name: str):
     return build_plan(load_spec(ROOT / "experiments" / f"{name}.yaml"))
 
 
-@pytest.mark.parametrize("name", [*H200, "verl-cpu"])
+@pytest.mark.parametrize("name", [*H200, "verl-cpu", "verl-code-cpu"])
 def test_spec_plans_and_every_train_job_compiles(name):
     built = plan(name)
     trains = built.by_type("train")
@@ -111,3 +111,34 @@ def test_verl_cpu_spec_runs_and_reports(tmp_path, check_consistency):
     )
     assert report.returncode == 0, report.stderr[-2000:]
     assert (run_dir / "report" / "report.md").is_file()
+
+
+@pytest.mark.verl
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("verl") is None, reason="needs the verl extra")
+def test_verl_code_cpu_spec_trains_on_the_code_reward(tmp_path, check_consistency):
+    """The code reward through ``rollcli run`` (GRPO and VIGOR, 3 steps): every response graded
+    in the sandbox pool, none past its deadline; all groups are all-wrong for the allocators
+    (the tiny model writes no program) and still train on the overlong-shaped reward."""
+    runs = tmp_path / "runs"
+    result = subprocess.run(
+        [*ROLLCLI, "run", "experiments/verl-code-cpu.yaml", "--runs-dir", str(runs)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    run_dir = runs / "verl-code-cpu"
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    trains = [j for j in manifest["plan"]["jobs"] if j["type"] == "train"]
+    assert {j["allocator"] for j in trains} == {"grpo", "vigor"}
+    for job in trains:
+        metrics = check_consistency(run_dir / "jobs" / job["id"], eval_steps={3}, initial_eval=True)
+        assert [m["reward/timeouts"] for m in metrics] == [0, 0, 0]
+        assert all(m["reward_mean"] == 0.0 and m["zero_var_frac"] == 1.0 for m in metrics)
+        assert all(
+            m["train/shaped_reward_mean"] < 0 for m in metrics if "train/shaped_reward_mean" in m
+        )
+        if job["allocator"] == "grpo":  # uniform trains every group: the shaping moves it
+            assert any(m["train/pg_loss"] != 0.0 for m in metrics)
