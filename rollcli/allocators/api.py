@@ -377,6 +377,16 @@ class BaseAllocator(abc.ABC):
         Pilot-Commit: every round's pilots plus one batch of commits). Always an int.
         """
 
+    @property
+    def min_step_rollouts(self) -> int:
+        """The fewest rollouts one step generates; the contract suite holds every step to it.
+
+        0 (the default) when the allocator states no floor. With :attr:`max_step_rollouts` it is
+        the range ``rollcli plan`` multiplies by the steps for its generated-rollouts estimate
+        (equal to it: the allocator fixes what it generates, as GRPO does).
+        """
+        return 0
+
     # -- protocol -------------------------------------------------------------------------
     def start_step(self, step: int) -> None:
         """Begin training step ``step`` (0-based)."""

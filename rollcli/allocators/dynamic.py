@@ -78,6 +78,11 @@ class DynamicAllocator(BaseAllocator):
             return sys.maxsize
         return self.config.max_gen_batches * self.gen_batch_prompts * self.config.n
 
+    @property
+    def min_step_rollouts(self) -> int:
+        """One generation batch: every step generates at least one."""
+        return self.gen_batch_prompts * self.config.n
+
     def _start_step(self) -> None:
         self._num_batches = 0
         self._kept = []

@@ -52,6 +52,11 @@ class UniformAllocator(BaseAllocator):
         """The most one step can generate (the contract suite checks it)."""
         return self.batch_prompts * self.config.n
 
+    @property
+    def min_step_rollouts(self) -> int:
+        """Exactly the budget: every step generates ``B * n``."""
+        return self.max_step_rollouts
+
     def _start_step(self) -> None:
         self._asked = False
         self._groups = []

@@ -138,6 +138,11 @@ class VigorAllocator(BaseAllocator):
     def max_step_rollouts(self) -> int:
         return self.rollouts_per_step
 
+    @property
+    def min_step_rollouts(self) -> int:
+        """The first round (``m0`` each for the step's prompts); later rounds may stop early."""
+        return self.batch_prompts * self.round_rollouts[0]
+
     def _start_step(self) -> None:
         self._batch = []
         self._outcomes = {}

@@ -18,6 +18,7 @@ __all__ = [
     "JsonOpt",
     "console",
     "run_dir_for",
+    "load_spec_or_sweep_hint",
 ]
 
 SpecArg = Annotated[
@@ -52,3 +53,22 @@ def console(**kwargs: Any) -> Any:
 
 def run_dir_for(runs_dir: Path, name: str) -> Path:
     return runs_dir / name
+
+
+def load_spec_or_sweep_hint(
+    spec: Path, overrides: list[str] | None, runs_dir: Path | None = None
+) -> Any:
+    """``load_spec``; an override with several values (``key=a,b``) fails with the exact
+    ``rollcli sweep`` command that runs it (the same spec and overrides)."""
+    import shlex
+
+    from rollcli.errors import SpecError
+    from rollcli.spec import load_spec
+    from rollcli.spec.overrides import SweepOverrideError
+
+    try:
+        return load_spec(spec, overrides or [])
+    except SweepOverrideError as error:
+        where = [] if runs_dir in (None, Path("runs")) else ["--runs-dir", str(runs_dir)]
+        command = shlex.join(["rollcli", "sweep", str(spec), *(overrides or []), *where])
+        raise SpecError(f"{error}: {command} --dry-run") from None

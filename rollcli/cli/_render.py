@@ -56,16 +56,72 @@ def _job_label(job: dict[str, Any]) -> str:
     return label if job["type"] == "train" else f"eval {label}"
 
 
-def plan_totals(jobs: list[dict[str, Any]]) -> dict[str, Any]:
+def plan_totals(jobs: list[dict[str, Any]], budgets: list[Any] | None = None) -> dict[str, Any]:
+    """Counts of jobs, the trained rollouts (and their tokens), and with ``budgets``
+    (:func:`rollcli.plan.budget.allocator_budgets`) the generated range over every train job."""
     train = [j for j in jobs if j["type"] == "train"]
     tokens = [j["expected_tokens"] for j in train]
-    return {
+    totals: dict[str, Any] = {
         "jobs": len(jobs),
         "train": len(train),
         "eval": sum(j["type"] == "eval" for j in jobs),
-        "rollouts": sum(j["expected_rollouts"] or 0 for j in train),
+        "rollouts": sum(j["expected_rollouts"] or 0 for j in train),  # trained
         "tokens": None if any(t is None for t in tokens) else sum(tokens),
     }
+    gpu_jobs = [j for j in jobs if j["resources"]["gpus_per_node"]]
+    if gpu_jobs:
+        from rollcli.launch.sbatch import parse_time_minutes
+
+        # an upper bound: what the time limits reserve (Slurm's default limit where none is set)
+        totals["gpu_hours_reserved"] = sum(
+            j["resources"]["nodes"]
+            * j["resources"]["gpus_per_node"]
+            * parse_time_minutes(j["resources"]["time"])
+            / 60
+            for j in gpu_jobs
+        )
+    if budgets is not None:
+        per = {b.allocator: b for b in budgets}
+        ranges = [per[j["allocator"]].generated for j in train]
+        highs = [hi for _, hi in ranges]
+        totals["generated"] = {
+            "min": sum(lo for lo, _ in ranges),
+            "max": None if any(h is None for h in highs) else sum(highs),  # type: ignore[misc]
+        }
+    return totals
+
+
+def fmt_span(low: int | None, high: int | None) -> str:
+    """A generated-rollouts range: ``9.6k`` when exact, ``[19.2k, 192k]``, ``<= 101k`` without
+    a floor, ``>= 19.2k`` without a bound."""
+    if high is None:
+        return f">= {fmt_int(low)}" if low else "?"
+    lo, hi = fmt_int(low), fmt_int(high)
+    if not low:
+        return f"<= {hi}"
+    return lo if low == high or lo == hi else f"[{lo}, {hi}]"
+
+
+def budget_table(budgets: list[Any]) -> Table:
+    """Per allocator, one train job's trained and generated rollouts and tokens (``rollcli
+    plan``): trained is the budget, equal for all; generated the allocator's stated range."""
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    with_tokens = any(b.tokens is not None for b in budgets)
+    names = ["allocator", "kind", "trained", "generated/step", "generated"]
+    for name in names + (["tokens"] if with_tokens else []):
+        table.add_column(name, justify="left" if name in ("allocator", "kind") else "right")
+    for b in budgets:
+        row = [
+            b.allocator,
+            b.kind,
+            fmt_int(b.steps * b.trained_per_step),
+            fmt_span(b.generated_min_per_step, b.generated_max_per_step),
+            fmt_span(*b.generated),
+        ]
+        if with_tokens:
+            row.append("?" if b.tokens is None else fmt_span(*b.tokens))
+        table.add_row(*row)
+    return table
 
 
 def plan_table(jobs: list[dict[str, Any]], executor: str) -> Table:
@@ -76,8 +132,7 @@ def plan_table(jobs: list[dict[str, Any]], executor: str) -> Table:
         ("type", "left"),
         ("after", "right"),
         ("resources", "left"),
-        ("rollouts", "right"),
-        ("tokens", "right"),
+        ("trained", "right"),
     ):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for job in jobs:
@@ -89,7 +144,6 @@ def plan_table(jobs: list[dict[str, Any]], executor: str) -> Table:
             str(len(deps)) if deps else "-",
             fmt_resources(job["resources"], executor),
             fmt_int(job["expected_rollouts"]) if job["expected_rollouts"] else "-",
-            fmt_int(job["expected_tokens"]) if job["expected_rollouts"] else "-",
         )
     return table
 
@@ -100,7 +154,7 @@ def plan_summary_table(jobs: list[dict[str, Any]], executor: str) -> Table:
     for job in jobs:
         groups[job["allocator"] or job["type"]].append(job)
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for name in ("allocator", "jobs", "seeds", "resources", "rollouts", "tokens"):
+    for name in ("allocator", "jobs", "seeds", "resources", "trained"):
         table.add_column(name, justify="left" if name in ("allocator", "resources") else "right")
     for name, group in groups.items():
         totals = plan_totals(group)
@@ -110,7 +164,6 @@ def plan_summary_table(jobs: list[dict[str, Any]], executor: str) -> Table:
             str(len({j["seed"] for j in group if j["seed"] is not None}) or "-"),
             fmt_resources(group[0]["resources"], executor),
             fmt_int(totals["rollouts"]) if totals["rollouts"] else "-",
-            fmt_int(totals["tokens"]) if totals["rollouts"] else "-",
         )
     return table
 

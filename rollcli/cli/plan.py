@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from rollcli.cli._options import JsonOpt, OverridesArg, RunsDirOpt, SpecArg, console
+from rollcli.cli._options import (
+    JsonOpt,
+    OverridesArg,
+    RunsDirOpt,
+    SpecArg,
+    console,
+    load_spec_or_sweep_hint,
+)
 
 __all__ = ["register"]
 
@@ -42,20 +50,32 @@ def register(app: typer.Typer) -> None:
         """Show the jobs SPEC compiles to, without running anything."""
         from rollcli.cli._render import (
             MAX_PLAN_ROWS,
+            budget_table,
             fmt_int,
+            fmt_span,
             plan_summary_table,
             plan_table,
             plan_totals,
         )
         from rollcli.plan import build_plan
-        from rollcli.spec import load_spec
+        from rollcli.plan.budget import allocator_budgets
 
-        spec_obj = load_spec(spec, overrides or [])
+        spec_obj = load_spec_or_sweep_hint(spec, overrides, runs_dir)
         built = build_plan(spec_obj)
         jobs = built.to_manifest()["jobs"]
-        totals = plan_totals(jobs)
+        budgets = allocator_budgets(spec_obj)
+        totals = plan_totals(jobs, budgets)
         if as_json:
-            typer.echo(json.dumps({"experiment": built.experiment, "totals": totals, "jobs": jobs}))
+            typer.echo(
+                json.dumps(
+                    {
+                        "experiment": built.experiment,
+                        "totals": totals,
+                        "budget": [b.to_json() for b in budgets],
+                        "jobs": jobs,
+                    }
+                )
+            )
             return
         out = console()
         executor = spec_obj.launch.executor
@@ -70,16 +90,45 @@ def register(app: typer.Typer) -> None:
             out.print(f"[dim]{len(jobs)} jobs: grouped by allocator; --all lists each job[/dim]")
         steps = spec_obj.budget.steps
         rps = spec_obj.budget.rollouts_per_step
+        out.print(f"\n[bold]rollouts per train job[/bold] ({steps} steps)")
+        out.print(budget_table(budgets))
+        out.print(
+            "[dim]trained = budget.rollouts_per_step x steps, the same for every allocator;\n"
+            "generated depends on the rewards: each allocator states its range per step\n"
+            "(docs/spec.md, Budgets)[/dim]"
+        )
+        generated = totals["generated"]
         tokens = (
-            "tokens unknown (no estimate from the backend)"
+            "tokens unknown"
             if totals["tokens"] is None
-            else f"~{fmt_int(totals['tokens'])} tokens"
+            else f"~{fmt_int(totals['tokens'])} tokens trained"
         )
         out.print(
             f"{totals['jobs']} jobs ({totals['train']} train, {totals['eval']} eval, 1 report); "
-            f"{steps} steps x {fmt_int(rps)} rollouts per train job; "
-            f"total {fmt_int(totals['rollouts'])} rollouts, {tokens}"
+            f"{steps} steps x {fmt_int(rps)} trained rollouts per job\n"
+            f"total: {fmt_int(totals['rollouts'])} rollouts trained, "
+            f"{fmt_span(generated['min'], generated['max'])} generated; {tokens}"
         )
+        report = next(j for j in jobs if j["type"] == "report")
+        if (
+            executor == "slurm"
+            and "gpu_hours_reserved" in totals
+            and spec_obj.launch.cpu_partition is None
+            and report["resources"]["partition"] is not None
+        ):
+            out.print(
+                f"[dim]the report job needs no GPU but queues on {report['resources']['partition']}"
+                "; name a CPU partition, e.g.:\n  "
+                + shlex.join(
+                    ["rollcli", "plan", str(spec), *(overrides or []), "launch.cpu_partition=cpu"]
+                )
+                + "[/dim]"
+            )
+        if "gpu_hours_reserved" in totals:
+            out.print(
+                f"GPU-hours reserved (time limit x GPUs, an upper bound): "
+                f"{totals['gpu_hours_reserved']:,.0f}"
+            )
         if sbatch:  # the scripts `launch.executor: slurm` submits (rollcli/launch/sbatch.py)
             from rollcli.launch.sbatch import render_run_scripts
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from rollcli.cli._options import OverridesArg, RunsDirOpt, SpecArg, console
+from rollcli.cli._options import OverridesArg, RunsDirOpt, SpecArg, console, load_spec_or_sweep_hint
 
 __all__ = ["register", "print_run_summary"]
 
@@ -89,10 +89,9 @@ def register(app: typer.Typer) -> None:
         from rollcli.cli._jobs import LiveView
         from rollcli.launch.orchestrate import run_experiment
         from rollcli.plan import build_plan
-        from rollcli.spec import load_spec
         from rollcli.store.layout import load_manifest
 
-        spec_obj = load_spec(spec, overrides or [])
+        spec_obj = load_spec_or_sweep_hint(spec, overrides, runs_dir)
         plan = build_plan(spec_obj)
         run_dir = runs_dir / spec_obj.name
         out = console()

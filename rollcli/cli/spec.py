@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from rollcli.cli._options import OverridesArg, SpecArg, console
+from rollcli.cli._options import OverridesArg, SpecArg, console, load_spec_or_sweep_hint
 from rollcli.errors import suggest
 
 __all__ = ["allocator_kinds_listing", "register"]
@@ -67,10 +67,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Check SPEC (with overrides) without creating anything."""
         from rollcli.plan import build_plan
-        from rollcli.spec import load_spec
         from rollcli.store.layout import dump_yaml
 
-        spec_obj = load_spec(spec, overrides or [])
+        spec_obj = load_spec_or_sweep_hint(spec, overrides, None)
         if show:
             typer.echo(dump_yaml(spec_obj.to_dict()), nl=False)
             return

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from rollcli.plan.budget import tokens_per_rollout
 from rollcli.plan.resources import Resources
 
 __all__ = ["PlannedJob", "Plan", "build_plan", "job_id", "canonical_json", "HASH_EXCLUDED"]
@@ -51,6 +52,8 @@ class PlannedJob:
     depends_on: tuple[str, ...]
     resources: Resources
     config: dict[str, Any]
+    # the *trained* rollouts (steps x budget.rollouts_per_step) and their tokens; what a job
+    # generates depends on its allocator and the rewards: rollcli.plan.budget
     expected_rollouts: int | None = None
     expected_tokens: int | None = None
 
@@ -92,16 +95,6 @@ class Plan:
         return {"jobs": [job.summary() for job in self.jobs]}
 
 
-def _tokens_per_rollout(backend: Any) -> float | None:
-    """A backend's hint of mean generated tokens per rollout, if its config gives one."""
-    hint = getattr(backend, "expected_tokens_per_rollout", None)
-    if callable(hint):
-        hint = hint()
-    if hint is None:
-        hint = getattr(backend, "mean_tokens", None)
-    return float(hint) if isinstance(hint, (int, float)) else None
-
-
 def _resources(launch: Any, kind: str) -> Resources:
     common = {
         "partition": launch.partition,
@@ -129,6 +122,8 @@ def _resources(launch: Any, kind: str) -> Resources:
             time=launch.time,
             **common,
         )
+    if launch.cpu_partition is not None:  # needs no GPU: off the GPU partition
+        common = {**common, "partition": launch.cpu_partition, "constraint": None}
     return Resources(nodes=1, gpus_per_node=0, cpus_per_task=1, time="01:00:00", **common)
 
 
@@ -138,7 +133,7 @@ def build_plan(spec: Any) -> Plan:
     backend, budget, evals = data["backend"], data["budget"], data["eval"]
     tracking, checkpoint = data["tracking"], data["checkpoint"]
     rollouts = budget["steps"] * budget["rollouts_per_step"]
-    per_rollout = _tokens_per_rollout(spec.backend)
+    per_rollout = tokens_per_rollout(spec.backend)
     tokens = round(rollouts * per_rollout) if per_rollout is not None else None
     train_resources = _resources(spec.launch, "train")
     # verl sizes its Ray cluster from the job's launch shape (backend.nnodes/gpus_per_node win)

@@ -152,6 +152,9 @@ class LaunchSpec(_Frozen):
         description='Slurm time limit, e.g. "48:00:00" or "2-00:00:00"',
     )
     partition: str | None = None
+    cpu_partition: str | None = Field(
+        None, description="Slurm partition for the jobs that need no GPU (the report job)"
+    )
     account: str | None = None
     qos: str | None = None
     constraint: str | None = None

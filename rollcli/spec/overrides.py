@@ -2,7 +2,7 @@
 
 ``key=value`` changes a key the spec has (or a declared field with a default), ``+key=value``
 adds one, ``++key=value`` adds or changes, ``~key`` deletes; a sweep (``a=1,2``) is refused
-here (``rollcli sweep`` runs those). Each error names the override and the nearest key.
+here with :class:`SweepOverrideError` (the CLI prints the ``rollcli sweep`` command that runs it). Each error names the override and the nearest key.
 Spec assembly order: :mod:`rollcli.spec.extends`, these overrides, then
 :mod:`rollcli.spec.resolve` (interpolations, presets).
 """
@@ -17,7 +17,7 @@ from rollcli.errors import SpecError, closest, suggest
 from rollcli.spec.extends import merge
 from rollcli.spec.yamlio import Mark, Marks, Path_, dotted
 
-__all__ = ["apply_overrides"]
+__all__ = ["apply_overrides", "SweepOverrideError"]
 
 
 def _split_key(key: str, where: str) -> list[str | int]:
@@ -35,6 +35,38 @@ def _is_field(data: dict[str, Any], parent: Path_, key: str | int) -> bool:
     from rollcli.spec.diagnose import declared_fields
 
     return key in declared_fields(parent, data)
+
+
+class SweepOverrideError(SpecError):
+    """An override with several values (``key=a,b``) given where one spec is built; ``override``
+    is its text, so a command can offer the ``rollcli sweep`` that runs it."""
+
+    def __init__(self, message: str, override: str) -> None:
+        super().__init__(message)
+        self.override = override
+
+
+def _key_hint(data: dict[str, Any], path: Sequence[str | int], parent: Any, text: str) -> str:
+    """What to write instead of an override naming a key that is not there: the corrected
+    override when a valid key is close; ``+key=value`` only where a key can be added (a free-form
+    section such as ``allocators``), never in a typed section whose keys are fixed."""
+    from rollcli.spec.diagnose import declared_fields
+
+    last = str(path[-1])
+    fields = declared_fields(tuple(path[:-1]), data)
+    if fields and len(path) == 3 and path[0] == "allocators":
+        fields = [*fields, "preset"]
+    valid = fields or (list(parent) if isinstance(parent, dict) else [])
+    close = closest(last, [str(v) for v in valid])
+    key, _, value = text.partition("=")
+    fixed = key[: len(key) - len(last)] + close + "=" + value if close else None
+    if fields:  # fixed keys: '+' would fail as an unknown key
+        if fixed:
+            return f"did you mean '{fixed}'?"
+        return f"valid keys there: {', '.join(map(str, fields))}"
+    if fixed:
+        return f"did you mean '{fixed}'? or add the key with '+{text}'"
+    return f"add the key with '+{text}'"
 
 
 def apply_overrides(data: dict[str, Any], marks: Marks, overrides: Sequence[str]) -> dict[str, Any]:
@@ -57,7 +89,11 @@ def apply_overrides(data: dict[str, Any], marks: Marks, overrides: Sequence[str]
                 f"{where}: cannot parse ({first}); write key=value, +key=value or ~key"
             ) from None
         if override.is_sweep_override():
-            raise SpecError(f"{where}: is a sweep; run it with `rollcli sweep`, or give one value")
+            raise SweepOverrideError(
+                f"{where}: is a sweep; give one value, or sweep it with `rollcli sweep` (the "
+                "same spec and overrides)",
+                text,
+            )
         if override.package is not None:
             raise SpecError(f"{where}: package overrides (@) are not supported")
         path = _split_key(override.key_or_group, where)
@@ -74,9 +110,15 @@ def apply_overrides(data: dict[str, Any], marks: Marks, overrides: Sequence[str]
                     parent[part] = child = {}
                 else:
                     valid = list(parent) if isinstance(parent, dict) else []
+                    from rollcli.spec.diagnose import declared_fields
+
+                    free = isinstance(parent, dict) and not declared_fields(
+                        tuple(path[:depth]), data
+                    )  # a section of free names (allocators): '+' adds one
                     raise SpecError(
                         f"{where}: {dotted(tuple(path[: depth + 1]))}: no such key"
                         f"{suggest(part, valid, listing=True)}"
+                        + (f"; or add it with '+{text}'" if free else "")
                     )
             if not isinstance(child, (dict, list)):
                 raise SpecError(
@@ -106,13 +148,7 @@ def apply_overrides(data: dict[str, Any], marks: Marks, overrides: Sequence[str]
             and not exists
             and not _is_field(data, tuple(path[:-1]), last)
         ):
-            valid = list(parent) if isinstance(parent, dict) else []
-            close = closest(last, valid)
-            hint = (
-                f"did you mean '{close}'? or add it with '+{text}'"
-                if close
-                else f"add it with '+{text}'"
-            )
+            hint = _key_hint(data, path, parent, text)
             raise SpecError(f"{where}: {dotted(tuple(path))} is not in the spec; {hint}")
         if override.type == OverrideType.ADD and exists:
             raise SpecError(

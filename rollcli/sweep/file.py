@@ -10,6 +10,11 @@ sample: {method: sobol, count: 16, seed: 0, params: {allocators.vigor.alpha: "in
 seeds: "range(0,5)"                          # the seeds every point runs (an axis of repeats)
 focus: [pc]                                  # allocators the ablation is about (default: all but the baseline)
 ```
+
+Overrides with several values on the command line are axes too: ``rollcli sweep FILE
+key=a,b`` adds a grid axis, and ``rollcli sweep SPEC key=a,b [...]`` sweeps an experiment spec
+directly (the run folder is ``<name>-<swept knobs>``), so the command ``rollcli run`` refuses
+(``rollcli run SPEC key=a,b``) runs as it is with ``sweep`` in place of ``run``.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from typing import Any
 from rollcli.errors import SpecError, closest, suggest
 from rollcli.sweep.axes import Axis, SampleAxes, SweepAxes, expand_points, format_value, parse_axis
 
-__all__ = ["SweepFile", "load_sweep_file"]
+__all__ = ["SweepFile", "load_sweep_file", "split_sweep_overrides"]
 
 KEYS = ("name", "base", "overrides", "grid", "zip", "sample", "seeds", "focus", "description")
 SAMPLE_KEYS = ("method", "count", "seed", "params")
@@ -96,14 +101,70 @@ def _resolve_base(base: Any, path: Path, marks: Any) -> Path:
     raise _error(marks.find(("base",)), "base", f"no spec at {candidate}.{suggestion}")
 
 
+def split_sweep_overrides(overrides: Sequence[str]) -> tuple[list[str], list[Axis]]:
+    """Command-line overrides as ``(plain overrides, grid axes)``: ``key=a,b``, ``key=range(..)``
+    and the other Hydra sweeps become axes; everything else applies to every point."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    plain: list[str] = []
+    axes: list[Axis] = []
+    for text in overrides:
+        try:
+            (override,) = parser.parse_overrides([text])
+        except HydraException:
+            plain.append(text)  # the spec loader reports it, with the grammar
+            continue
+        if not override.is_sweep_override():
+            plain.append(text)
+            continue
+        key, _, values = text.partition("=")
+        if key.startswith(("+", "~")):
+            raise SpecError(f"override '{text}': an axis changes a key; drop the '{key[0]}'")
+        try:
+            axes.append(parse_axis(key, values))
+        except ValueError as error:
+            raise SpecError(f"override '{text}': {error}") from None
+    return plain, axes
+
+
+def _is_spec(data: Any) -> bool:
+    return (
+        isinstance(data, dict)
+        and "base" not in data
+        and any(k in data for k in ("backend", "allocators", "budget", "extends"))
+    )
+
+
 def load_sweep_file(path: str | Path, extra_overrides: Sequence[str] = ()) -> SweepFile:
-    """Read a sweep file; ``extra_overrides`` (from the command line) apply to every point."""
+    """Read a sweep file; ``extra_overrides`` (from the command line) apply to every point, those
+    with several values (``key=a,b``) are grid axes. An experiment spec in place of a sweep file
+    is swept over those axes alone."""
     from rollcli.spec.yamlio import load_yaml
 
     path = Path(path)
     if not path.exists():
         raise SpecError(f"{path}: no such sweep file")
     data, marks = load_yaml(path)
+    extra, extra_axes = split_sweep_overrides(extra_overrides)
+    if _is_spec(data):
+        if not extra_axes:
+            raise SpecError(
+                f"{path} is an experiment spec, not a sweep file: name the values to sweep, e.g. "
+                f"rollcli sweep {path} budget.steps=20,40 --dry-run (or write a sweep file: "
+                "docs/sweeps.md)"
+            )
+        knobs = "-".join(dict.fromkeys(a.key.rsplit(".", 1)[-1] for a in extra_axes))
+        return SweepFile(
+            path=path,
+            name=f"{data.get('name') or path.stem}-{knobs}",
+            base=path.resolve(),
+            overrides=tuple(extra),
+            axes=SweepAxes(tuple(extra_axes), (), None),
+            seeds=None,
+            focus=None,
+        )
     for key in data:
         if key not in KEYS:
             hint = suggest(key, KEYS, sentence=True)
@@ -122,6 +183,13 @@ def load_sweep_file(path: str | Path, extra_overrides: Sequence[str] = ()) -> Sw
         )
     grid = _axes(data.get("grid"), "grid", marks)
     zipped = _axes(data.get("zip"), "zip", marks)
+    swept = {a.key for a in (*grid, *zipped)}
+    for axis in extra_axes:
+        if axis.key in swept:
+            raise SpecError(
+                f"{path}: {axis.key} is an axis of the file already; drop it or the override"
+            )
+    grid = (*grid, *extra_axes)
     sample = None
     if data.get("sample") is not None:
         section = data["sample"]
@@ -178,7 +246,7 @@ def load_sweep_file(path: str | Path, extra_overrides: Sequence[str] = ()) -> Sw
         path=path,
         name=str(data.get("name") or path.stem),
         base=base,
-        overrides=(*overrides, *extra_overrides),
+        overrides=(*overrides, *extra),
         axes=axes,
         seeds=seeds,
         focus=tuple(focus) if focus else None,

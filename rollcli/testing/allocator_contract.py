@@ -27,6 +27,7 @@ checks, after every protocol call (:class:`ContractRun`):
   the groups and ``live_refs()``: informative + zero_var + decision + held = generated;
 * ``max_step_rollouts`` is an int >= 1 and no step generates more (the budget, or the stated
   bound of an algorithm that overspends by design such as DAPO refill or Pilot-Commit pilots);
+  ``min_step_rollouts`` is an int in ``[0, max_step_rollouts]`` and no step generates fewer;
 * training groups hold only told rollouts, with the told rewards, each rollout trained once,
   and every ref still held by the backend after ``retain(live_refs())`` (the fake fails
   otherwise; a group's baseline is checked by :class:`~rollcli.allocators.Group` itself);
@@ -315,6 +316,13 @@ class ContractRun:
         )
         assert step_rollouts <= bound, (
             f"{self.case.id}: step {self.step} generated {step_rollouts} > bound {bound}"
+        )
+        floor = a.min_step_rollouts
+        assert isinstance(floor, int) and 0 <= floor <= bound, (
+            f"{self.case.id}: min_step_rollouts must be an int in [0, {bound}], got {floor!r}"
+        )
+        assert step_rollouts >= floor, (
+            f"{self.case.id}: step {self.step} generated {step_rollouts} < floor {floor}"
         )
         b.update(groups)  # fails on a ref the backend freed or a reward that was not told
         b.retain(a.live_refs())

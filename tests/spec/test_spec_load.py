@@ -115,7 +115,7 @@ def test_overrides_hydra_grammar(tmp_path):
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("budget.step=4", "did you mean 'steps'"),
+        ("budget.step=4", "did you mean 'budget.steps=4'"),
         ("+budget.steps=4", "already set; drop the '+'"),
         ("budget.steps=1,2", "is a sweep"),
         ("~allocators.nope", "nothing to delete"),
