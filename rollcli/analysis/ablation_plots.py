@@ -122,7 +122,9 @@ def _heatmaps(ablation: Any, out_dir: Path, plt: Any) -> list[Path]:
         ax.set_xlabel(x_axis)
         ax.set_ylabel(y_axis)
         ax.set_title(f"{allocator}: speedup vs baseline ('<=': target not reached)", fontsize=10)
-        fig.colorbar(image, ax=ax)
+        bar = fig.colorbar(image, ax=ax)
+        # the mean over a cell's points of the rollouts speedup, as the cells' numbers
+        bar.set_label("speedup vs baseline in rollouts to target (>1: fewer)")
         files += save_figure(fig, out_dir, f"ablation_heatmap_{allocator}")
         plt.close(fig)
     return files

@@ -10,6 +10,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -96,13 +97,42 @@ def test_csv_never_prints_a_bound_as_a_number(synthetic_run):
 def test_plots_written_and_not_empty(synthetic_run):
     result = write_report(synthetic_run, formats="md")
     names = {p.name for p in result.files}
-    for stem in ("accuracy", "variance", "tokens"):
+    for stem in ("accuracy", "accuracy_steps", "variance", "tokens"):
         assert {f"{stem}.png", f"{stem}.svg"} <= names
         png = (synthetic_run / "report" / f"{stem}.png").read_bytes()
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
         svg = (synthetic_run / "report" / f"{stem}.svg").read_text()
         assert "<svg" in svg and "<path" in svg
-    assert "cumulative rollouts" in (synthetic_run / "report" / "accuracy.svg").read_text()
+    accuracy = (synthetic_run / "report" / "accuracy.svg").read_text()
+    # both panels labelled; the second limited to the baseline's budget (issue 16)
+    for text in ("cumulative generated rollouts", "within grpo", "2.56k rollouts", "no band"):
+        assert text in accuracy, text
+    assert "training step" in (synthetic_run / "report" / "accuracy_steps.svg").read_text()
+    variance = (synthetic_run / "report" / "variance.svg").read_text()
+    assert "mean in-group variance" in variance and "fraction of groups" in variance
+
+
+def test_curve_bands_follow_the_interval_rule(tmp_path, make_run):
+    """The band is the table's bootstrap (seed draws, mean curves, expanded percentiles); under
+    5 seeds there is none (each seed's curve is drawn instead), as the table gives per-seed
+    speedups instead of an interval."""
+    from rollcli.analysis.analyze import seed_curves
+    from rollcli.analysis.load import load_run
+    from rollcli.analysis.plots import curve_band
+
+    few = seed_curves(load_run(make_run(tmp_path / "few", seeds=(0, 1, 2))), "grpo")["rollouts"]
+    assert curve_band(few, 0.95) is None
+    run = load_run(make_run(tmp_path / "five", seeds=(0, 1, 2, 3, 4)))
+    curves = seed_curves(run, "grpo")["rollouts"]
+    grid, low, high = curve_band(curves, 0.95)
+    mean_x, mean_y = (a[0] for a in curves.mean_curves(curves.all_seeds()))
+    inside = np.interp(grid, mean_x, mean_y)
+    assert np.all(low <= inside + 1e-12) and np.all(inside <= high + 1e-12)
+    assert np.all(high - low > 0)  # seeds differ by 0.01 each: a real spread
+    # never wider than the seeds themselves (a mean of draws stays within them)
+    assert low.min() >= curves.y.min() - 1e-12 and high.max() <= curves.y.max() + 1e-12
+    steps_grid, _, _ = curve_band(curves, 0.95, by_step=True)
+    assert steps_grid[0] == 0 and steps_grid[-1] == curves.steps[-1]
 
 
 def test_parse_formats():
