@@ -43,16 +43,63 @@ INIT_EPILOG = """[bold]Examples[/bold]
 """
 
 
-def allocator_kinds_listing() -> list[str]:
-    """One line per registered allocator kind (plug-ins included) with its presets."""
+def _one_line(text: str | None, width: int) -> str:
+    """The first line of ``text`` without reST quotes, cut to ``width`` characters."""
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    line = line.replace("``", "").rstrip(".,;: ")
+    if len(line) > width:
+        line = line[: width - 4].rsplit(" ", 1)[0].rstrip(",;:(") + " ..."
+    return line
+
+
+def _kind_description(kind: str, width: int) -> str:
+    """An allocator kind in one line: its module docstring's first line (plug-ins: the class's)."""
+    import sys
+
+    from rollcli.allocators.registry import ALLOCATORS
+
+    cls = ALLOCATORS[kind][1]
+    module = sys.modules.get(cls.__module__)
+    return _one_line(getattr(module, "__doc__", None) or cls.__doc__, width)
+
+
+def allocator_kinds_listing(width: int = 80) -> list[str]:
+    """Two lines per registered allocator kind (plug-ins included): what it is, its presets;
+    each at most ``width`` characters."""
     from rollcli.allocators.registry import PRESETS, allocator_kinds
 
     kinds = allocator_kinds()
-    width = max(map(len, kinds), default=0)
+    pad = max(map(len, kinds), default=0) + 2
     lines = []
     for kind in kinds:
+        lines.append(f"{kind:<{pad}}{_kind_description(kind, width - pad - 2)}".rstrip())
         presets = ", ".join(sorted(PRESETS[kind]))
-        lines.append(f"{kind:<{width}}  presets: {presets}" if presets else kind)
+        if presets:
+            import textwrap
+
+            lines += textwrap.wrap(
+                f"presets: {presets}",
+                width - 2,
+                initial_indent=" " * pad,
+                subsequent_indent=" " * (pad + 9),
+                break_on_hyphens=False,
+            )
+    return lines
+
+
+def template_listing(names: list[str], width: int = 80) -> list[str]:
+    """One line per spec template: its name and its ``description:`` (else its first comment)."""
+    import re
+
+    from rollcli.spec.compose import templates_dir
+
+    pad = max(map(len, names), default=0) + 2
+    lines = []
+    for name in names:
+        text = (templates_dir() / f"{name}.yaml").read_text("utf-8")
+        found = re.search(r"(?m)^description:\s*(.+)$", text) or re.search(r"(?m)^#\s*(.+)$", text)
+        about = _one_line(found.group(1).strip("'\"") if found else "", width - pad - 2)
+        lines.append(f"{name:<{pad}}{about}".rstrip())
     return lines
 
 
@@ -128,9 +175,10 @@ def register(app: typer.Typer) -> None:
         names = template_names(complete=True)
         kinds = allocator_kinds_listing()
         if list_templates:
-            for entry in names:
-                typer.echo(entry)
-            typer.echo("\nallocator kinds (knobs: rollcli schema):")
+            typer.echo("templates (rollcli init NAME --template TEMPLATE):")
+            for line in template_listing(names):
+                typer.echo(f"  {line}")
+            typer.echo("\nallocator kinds (knobs: rollcli schema; docs/allocators.md):")
             for line in kinds:
                 typer.echo(f"  {line}")
             return

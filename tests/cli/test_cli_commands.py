@@ -44,6 +44,12 @@ def test_init(cli, tmp_path):
     listed = cli(["init", "--list"])
     assert listed.exit_code == 0 and "quickstart" in listed.stdout.split()
     assert "base" not in listed.stdout.split()  # partial bases are not offered
+    # one line per template and allocator kind, with what it is, within 80 columns (issue 16)
+    lines = listed.stdout.splitlines()
+    assert max(map(len, lines)) <= 80
+    assert any(line.split()[:2] == ["quickstart", "GRPO"] for line in lines)
+    assert any(line.split()[:2] == ["pilot_commit", "Pilot-Commit:"] for line in lines)
+    assert any("paper-r1-distill-1.5b" in line for line in lines)  # presets wrap, never cut
     result = cli(["init", "my-exp", "--dir", tmp_path])
     assert result.exit_code == 0, result.output
     path = tmp_path / "my-exp.yaml"
