@@ -14,11 +14,16 @@ import typer
 __all__ = ["register"]
 
 
+# engines a person can point at a model folder; the tiny sampler adapter (rollcli.eval.engines
+# .tiny) is for programs that hold a sampler, the tiny backend ships no standalone checkpoint
+CLI_ENGINES = ("hf", "vllm")
+
+
 def eval_command(
     model: Annotated[
-        str, typer.Option("--model", help="Model folder (HF format) or tiny checkpoint.")
+        str, typer.Option("--model", help="Model folder (HF format) or a Hugging Face model id.")
     ],
-    engine: Annotated[str, typer.Option("--engine", help="hf | vllm | tiny")] = "hf",
+    engine: Annotated[str, typer.Option("--engine", help="hf | vllm")] = "hf",
     suite: Annotated[
         str,
         typer.Option(
@@ -61,6 +66,16 @@ def eval_command(
     from rollcli.eval.engines import create_engine
     from rollcli.eval.runner import EvalSettings, evaluate, load_suite
 
+    if engine not in CLI_ENGINES:
+        raise RollcliError(
+            f"--engine {engine!r}: give hf or vllm"
+            + (
+                ". The tiny backend's model is no checkpoint to run benchmarks on: its held-out "
+                "accuracy is eval/accuracy in every train job's metrics (rollcli report RUN)"
+                if engine == "tiny"
+                else ""
+            )
+        )
     try:
         names = parse_suite(suite)
         settings = EvalSettings(
