@@ -1,10 +1,14 @@
 """Rows of the job table (``rollcli status`` and the live view of ``rollcli run``).
 
 Reads each job's ``state.json`` and the tail of its ``metrics.jsonl``; renders nothing itself.
+A running job with no step yet shows its log's last line as the note (the tiny backend's
+base-model build); the live view adds an overall line (jobs, steps, ETA) and, when the output is
+no terminal, prints plain lines (one per job that starts or ends) instead of redrawing a table.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -72,11 +76,28 @@ class JobRows:
                     )
                 if status == "running":
                     row["eta"] = fmt_eta(progress.eta_s(self.steps))
+                if status == "running" and progress.step is None:
+                    row["note"] = _last_log_line(RunFolder(self.run_dir).job(jid))
             if status in ("failed", "cancelled") and state.get("error_tail"):
                 lines = [ln for ln in str(state["error_tail"]).splitlines() if ln.strip()]
                 row["note"] = lines[-1][:80] if lines else ""
             out.append(row)
         return out
+
+    def totals(self, statuses: dict[str, str]) -> tuple[dict[str, int], int, int]:
+        """(jobs per status, train steps done, train steps in all) from the rows' sources."""
+        counts: dict[str, int] = {}
+        for status in statuses.values():
+            counts[status] = counts.get(status, 0) + 1
+        train = [j for j in self.jobs if j["type"] == "train"]
+        total = (self.steps or 0) * len(train)
+        done = 0
+        for job in train:
+            if statuses.get(job["id"]) == "done" and self.steps:
+                done += self.steps
+            else:
+                done += self.tails[job["id"]].read().step or 0
+        return counts, done, total
 
     def table(self, statuses: dict[str, str] | None = None, limit: int | None = None) -> Any:
         table = status_table(self.rows(statuses, limit))
@@ -90,20 +111,84 @@ class JobRows:
         return table
 
 
+def _last_log_line(folder: Any, size: int = 4096) -> str:
+    """The last non-empty line of a job's newest log (stdout or stderr), cut to 60 characters."""
+    newest = None
+    for path in (folder.stdout_log, folder.stderr_log):
+        if (
+            path.exists()
+            and path.stat().st_size
+            and (newest is None or path.stat().st_mtime >= newest.stat().st_mtime)
+        ):
+            newest = path
+    if newest is None:
+        return ""
+    with open(newest, "rb") as handle:
+        handle.seek(max(0, newest.stat().st_size - size))
+        text = handle.read().decode("utf-8", "replace")
+    # a progress bar redraws with carriage returns: the last redraw is the line
+    lines = [ln.rsplit("\r", 1)[-1].strip() for ln in text.splitlines()]
+    lines = [ln for ln in lines if ln]
+    return lines[-1][:60] if lines else ""
+
+
+def overall_line(rows: JobRows, statuses: dict[str, str], eta_s: float | None) -> str:
+    """``overall: 3/9 jobs done, 2 running; steps 420/1.2k (35%); eta 2m10s``."""
+    counts, done, total = rows.totals(statuses)
+    finished = counts.get("done", 0)
+    parts = [f"overall: {finished}/{len(rows.jobs)} jobs done"]
+    parts += [f"{counts[s]} {s}" for s in ("running", "failed", "cancelled") if counts.get(s)]
+    line = ", ".join(parts)
+    if total:
+        line += f"; steps {fmt_int(done)}/{fmt_int(total)} ({100 * done // total}%)"
+    if eta_s is not None:
+        line += f"; eta {fmt_eta(eta_s)}"
+    return line
+
+
 class LiveView:
-    """The live table of ``rollcli run``: one row per job, refreshed on every poll."""
+    """The live table of ``rollcli run``: one row per job, refreshed on every poll, with an
+    overall line (jobs done, train steps, ETA from the step rate since the view began). Not on a
+    terminal: a plain line per job that starts or ends, with the overall line."""
 
     def __init__(self, manifest: dict[str, Any], run_dir: Path, console: Any) -> None:
         self.rows = JobRows(manifest, run_dir)
         self.console = console
+        self.plain = not console.is_terminal
         self.live = Live(console=console, refresh_per_second=4, transient=False, auto_refresh=False)
+        self._seen: dict[str, str] = {}
+        self._start: tuple[float, int] | None = None
 
     def __enter__(self) -> LiveView:
-        self.live.__enter__()
+        if not self.plain:
+            self.live.__enter__()
         return self
 
+    def _eta(self, statuses: dict[str, str]) -> float | None:
+        _, done, total = self.rows.totals(statuses)
+        now = time.monotonic()
+        if self._start is None:
+            self._start = (now, done)
+            return None
+        t0, d0 = self._start
+        if done <= d0 or not total:
+            return None
+        return (now - t0) / (done - d0) * (total - done)
+
     def update(self, statuses: dict[str, str]) -> None:
-        self.live.update(self.rows.table(statuses, limit=LIVE_ROWS), refresh=True)
+        line = overall_line(self.rows, statuses, self._eta(statuses))
+        if self.plain:
+            labels = {r["id"]: r["job"] for r in self.rows.rows(statuses, limit=None)}
+            for jid, status in statuses.items():
+                if self._seen.get(jid) != status and status != "pending":
+                    stamp = time.strftime("%H:%M:%S")
+                    self.console.print(f"{stamp} {labels.get(jid, jid)} {status}  ({line})")
+                self._seen[jid] = status
+            return
+        table = self.rows.table(statuses, limit=LIVE_ROWS)
+        table.caption = f"{table.caption}\n{line}" if table.caption else line
+        self.live.update(table, refresh=True)
 
     def __exit__(self, *exc: object) -> None:
-        self.live.__exit__(*exc)  # type: ignore[arg-type]
+        if not self.plain:
+            self.live.__exit__(*exc)  # type: ignore[arg-type]

@@ -96,8 +96,14 @@ def run_train_job(
 
 def run(folder: JobFolder, config: JobConfig, stop: threading.Event) -> None:
     """The entry point's train runner: the job, with the W&B tracker fed every metrics row."""
+    from rollcli.jobs.steplog import StepLog
+
     tracker = _tracker(config, folder)
-    callbacks: list[Callback] = [tracker] if tracker is not None else []
+    steps = config.budget.steps if config.budget is not None else None
+    # a line per step on stdout: `rollcli logs RUN JOB [-f]` reads it (jobs/<id>/logs/)
+    callbacks: list[Callback] = [StepLog(steps)]
+    if tracker is not None:
+        callbacks.append(tracker)
     try:
         run_train_job(folder.path, config=config, stop=stop, callbacks=callbacks)
     finally:

@@ -82,6 +82,13 @@ def load_or_build_base(config: TinyConfig, *, progress: bool = True) -> dict[str
     with _file_lock(path.parent / ".lock"):
         if path.exists():  # another process built it while we waited
             return _load(path)
+        if progress:  # a plain line first: a job's log (and the live view's note) shows it
+            print(
+                f"building the tiny base model (once per recipe, ~30 s on 2 cores; cached in "
+                f"{path.parent})",
+                file=sys.stderr,
+                flush=True,
+            )
         weights, info = train_base(config, progress=progress)
         if progress:
             probe = info["probe"]
