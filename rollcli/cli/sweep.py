@@ -80,10 +80,21 @@ def register(app: typer.Typer) -> None:
         run_dir = runs_dir / sweep_plan.sweep.name
         dedup = sweep_plan.num_point_jobs - len(sweep_plan.plan)
         if dry_run:
+            from rollcli.store.folders import RunFolder
+            from rollcli.store.state import read_state
+
             _print_points(sweep_plan, out)
+            # what is left: a finished job (same content hash, already in the folder) is skipped
+            done = sum(
+                read_state(RunFolder(run_dir).job(job.id).path)["status"] == "done"
+                for job in sweep_plan.plan
+                if job.type != "report"
+            )
+            left = len(sweep_plan.plan) - done
+            already = f"{done} already done, " if done else ""
             out.print(
-                f"{len(sweep_plan.points)} points -> {len(sweep_plan.plan)} jobs to run "
-                f"({sweep_plan.num_point_jobs} point-jobs; {dedup} repeats run once) -> {run_dir}"
+                f"{len(sweep_plan.points)} points -> {left} jobs to run ({already}"
+                f"{sweep_plan.num_point_jobs} point-jobs; {dedup} repeats run once) -> {run_dir}"
             )
             return
         from rollcli.sweep.run import run_sweep

@@ -118,6 +118,9 @@ def test_sweep_runs_resumes_and_reports(sweep_dir: Path, cli):
     again = cli(args)
     assert again.exit_code == 0, again.output
     assert "10 already done" in again.output
+    # --dry-run counts only what is left (it said "10 jobs to run" after a finished sweep)
+    dry = cli([*args, "--dry-run"])
+    assert dry.exit_code == 0 and "4 points -> 0 jobs to run (10 already done" in dry.output
     assert {p: p.stat().st_mtime_ns for p in run_dir.glob("jobs/*/metrics.jsonl")} == mtimes
 
 
