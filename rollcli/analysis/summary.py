@@ -40,7 +40,19 @@ COLUMNS: list[tuple[str, str]] = [
     ("reward_var", "Reward var"),
     ("zero_var", "Zero-var frac"),
 ]
-# for terminals narrower than the full table
+# for terminals narrower than the full table: the speedups on every axis
+MEDIUM_COLUMNS: list[tuple[str, str]] = [
+    ("allocator", "Allocator"),
+    ("seeds", "Seeds"),
+    ("reached", "Reached"),
+    ("rollouts", "Rollouts"),
+    ("speedup", "Speedup"),
+    ("tokens_speedup", "Tokens"),
+    ("wall_speedup", "Wall-clock"),
+    ("final", "Final"),
+    ("peak", "Peak"),
+]
+# and for 80 columns
 COMPACT_COLUMNS: list[tuple[str, str]] = [
     ("allocator", "Allocator"),
     ("seeds", "Seeds"),
@@ -50,7 +62,6 @@ COMPACT_COLUMNS: list[tuple[str, str]] = [
     ("final", "Final"),
     ("peak", "Peak"),
 ]
-_FULL_WIDTH = 160
 
 
 def fmt_float(value: float | None, fmt: str = "{:.3f}") -> str:
@@ -178,17 +189,26 @@ def interval_line(analysis: RunAnalysis) -> str:
     return " ".join(footnotes(analysis))
 
 
-def summary_table(analysis: RunAnalysis, *, compact: bool = False):
-    """A rich Table of :func:`summary_rows` (``compact``: the columns that fit 80 characters)."""
+def summary_table(
+    analysis: RunAnalysis,
+    *,
+    compact: bool = False,
+    columns: list[tuple[str, str]] | None = None,
+):
+    """A rich Table of :func:`summary_rows` (``compact``: the columns that fit 80 characters;
+    ``columns`` any other choice of :data:`COLUMNS`). No cell wraps: a table that does not fit
+    is never squeezed, :func:`print_analysis` picks fewer columns instead."""
     from rich.table import Table
 
-    columns = COMPACT_COLUMNS if compact else COLUMNS
-    table = Table(title=f"{analysis.run.experiment}: rollouts to target", title_justify="left")
+    columns = columns or (COMPACT_COLUMNS if compact else COLUMNS)
+    table = Table(
+        title=f"{analysis.run.experiment}: rollouts to target",
+        title_justify="left",
+        pad_edge=False,  # two characters: the compact table fits 80 columns with every header
+    )
     for key, header in columns:
         table.add_column(
-            header,
-            justify="left" if key in ("allocator", "kind") else "right",
-            no_wrap=key in ("allocator", "speedup", "rollouts"),
+            header, justify="left" if key in ("allocator", "kind") else "right", no_wrap=True
         )
     for row, res in zip(summary_rows(analysis), analysis.allocators, strict=True):
         style = "bold" if res.is_baseline else None
@@ -196,20 +216,51 @@ def summary_table(analysis: RunAnalysis, *, compact: bool = False):
     return table
 
 
+def _fits(console, table) -> bool:
+    from rich.measure import Measurement
+
+    # measured unconstrained: within the console's width rich would squeeze the cells
+    wide = console.options.update_width(100_000)
+    return Measurement.get(console, wide, table).maximum <= console.width
+
+
 def print_analysis(analysis: RunAnalysis, console, *, full_table: str | None = None) -> None:
-    """The table (compact on narrow terminals), the target, how to read it, and warnings.
-    ``full_table`` says where the compact table's missing columns are (default: `rollcli report`)."""
-    compact = console.width < _FULL_WIDTH
-    console.print(summary_table(analysis, compact=compact))
-    console.print(target_line(analysis), highlight=False)
+    """The widest table that fits the terminal (every column, then the speedup columns, then the
+    compact one), the target, how to read it (wrapped at word boundaries), and warnings.
+    ``full_table`` says where the missing columns are (default: `rollcli report`)."""
+    # the compact table without Peak, then without Seeds: per-seed speedups of 3-4 seeds are wide
+    narrower = [c for c in COMPACT_COLUMNS if c[0] != "peak"]
+    ladder = (COLUMNS, MEDIUM_COLUMNS, COMPACT_COLUMNS, narrower)
+    for columns in ladder:
+        table = summary_table(analysis, columns=columns)
+        if _fits(console, table):
+            break
+    else:
+        table = summary_table(analysis, columns=[c for c in narrower if c[0] != "seeds"])
+    console.print(table)
+    console.print(target_line(analysis), highlight=False, soft_wrap=False)
     for line in footnotes(analysis):
-        console.print(line, style="dim", highlight=False)
-    if compact:
+        console.print(line, style="dim", highlight=False, soft_wrap=False)
+    if table.columns and len(table.columns) < len(COLUMNS):
         where = full_table or f"`rollcli report {analysis.run.run_dir}`"
+        shown = {h for h in (c.header for c in table.columns)}
+        words = {
+            "Kind": "kind",
+            "Seeds": "seeds",
+            "Peak acc": "peak",
+            "Tokens speedup": "tokens",
+            "Wall-clock speedup": "wall-clock",
+            "Step time ratio": "step time",
+            "Reward var": "variance",
+        }
+        short = {"Peak": "Peak acc", "Tokens": "Tokens speedup", "Wall-clock": "Wall-clock speedup"}
+        shown = {short.get(h, h) for h in shown}
+        missing = ", ".join(w for h, w in words.items() if h not in shown)
         console.print(
-            f"tokens, wall-clock, variance columns: {where} (or a wider terminal)",
+            f"{missing} columns: {where} (or a wider terminal)",
             style="dim",
             highlight=False,
+            soft_wrap=False,
         )
     for warning in analysis.warnings:
         console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)

@@ -193,3 +193,24 @@ def test_import_is_cheap():
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("width", [80, 160])
+def test_terminal_table_matches_golden(synthetic_run, width, monkeypatch):
+    """What a person reads at the end of `rollcli run` / in `rollcli report`, at 80 and 160
+    columns (checked in tmux too: docs/LOG.md): the widest table that fits, never a squeezed one
+    (at 160 the 13-column table had wrapped headers and cut cells), and the footnotes wrapped at
+    words. Regenerate with ROLLCLI_UPDATE_GOLDEN=1 after a deliberate change."""
+    import os
+    from pathlib import Path
+
+    monkeypatch.chdir(synthetic_run.parent)
+    console = Console(record=True, width=width)
+    print_summary(synthetic_run.name, console=console)
+    text = "\n".join(line.rstrip() for line in console.export_text().splitlines()) + "\n"
+    assert max(map(len, text.splitlines())) <= width
+    assert "…" not in text  # no cut header or cell
+    golden = Path(__file__).resolve().parents[1] / "golden" / "report" / f"terminal-{width}.txt"
+    if os.environ.get("ROLLCLI_UPDATE_GOLDEN") == "1":
+        golden.write_text(text)
+    assert text == golden.read_text()
