@@ -194,6 +194,7 @@ def summary_table(
     *,
     compact: bool = False,
     columns: list[tuple[str, str]] | None = None,
+    pad_edge: bool = True,
 ):
     """A rich Table of :func:`summary_rows` (``compact``: the columns that fit 80 characters;
     ``columns`` any other choice of :data:`COLUMNS`). No cell wraps: a table that does not fit
@@ -204,7 +205,7 @@ def summary_table(
     table = Table(
         title=f"{analysis.run.experiment}: rollouts to target",
         title_justify="left",
-        pad_edge=False,  # two characters: the compact table fits 80 columns with every header
+        pad_edge=pad_edge,  # False saves two characters where that is what fits
     )
     for key, header in columns:
         table.add_column(
@@ -231,8 +232,8 @@ def print_analysis(analysis: RunAnalysis, console, *, full_table: str | None = N
     # the compact table without Peak, then without Seeds: per-seed speedups of 3-4 seeds are wide
     narrower = [c for c in COMPACT_COLUMNS if c[0] != "peak"]
     ladder = (COLUMNS, MEDIUM_COLUMNS, COMPACT_COLUMNS, narrower)
-    for columns in ladder:
-        table = summary_table(analysis, columns=columns)
+    for columns, pad in ((c, p) for c in ladder for p in (True, False)):
+        table = summary_table(analysis, columns=columns, pad_edge=pad)
         if _fits(console, table):
             break
     else:
