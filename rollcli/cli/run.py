@@ -92,9 +92,15 @@ def register(app: typer.Typer) -> None:
         from rollcli.store.layout import load_manifest
 
         spec_obj = load_spec_or_sweep_hint(spec, overrides, runs_dir)
+        from rollcli.store.variants import choose_run_dir
+
         plan = build_plan(spec_obj)
-        run_dir = runs_dir / spec_obj.name
         out = console()
+        # a spec whose results differ from what runs/<name> holds gets its own folder
+        variant = choose_run_dir(runs_dir, spec_obj.to_dict(), plan)
+        run_dir = variant.run_dir
+        if variant.describe():
+            out.print(f"[yellow]{variant.describe()}[/yellow]", markup=True, highlight=False)
         live: list[LiveView] = []
 
         def on_start(jobs: list[Any], skipped: list[str]) -> None:

@@ -101,6 +101,10 @@ def register(app: typer.Typer) -> None:
         )
         out.print(f"[bold]{manifest['experiment']}[/bold] ({run_dir}): {summary}; {attached}")
         out.print(JobRows(manifest, run_dir).table(statuses))
+        from rollcli.store.variants import list_variants
+
+        for folder, differs in list_variants(run_dir):
+            out.print(f"variant: {folder} ({'; '.join(differs)}): rollcli status {folder}")
 
     @app.command("logs", epilog=LOGS_EPILOG)
     def logs(

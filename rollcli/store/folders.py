@@ -168,6 +168,11 @@ class RunFolder:
         return self.path / "sweep.json"
 
     @property
+    def variant(self) -> Path:
+        """``variant.json``: the folder this variant differs from, and how (store/variants.py)."""
+        return self.path / "variant.json"
+
+    @property
     def is_sweep(self) -> bool:
         return self.sweep.is_file()
 
