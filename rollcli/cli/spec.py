@@ -91,7 +91,7 @@ def template_listing(names: list[str], width: int = 80) -> list[str]:
     """One line per spec template: its name and its ``description:`` (else its first comment)."""
     import re
 
-    from rollcli.spec.compose import templates_dir
+    from rollcli.spec.templates import templates_dir
 
     pad = max(map(len, names), default=0) + 2
     lines = []
