@@ -80,8 +80,8 @@ class DynamicAllocator(BaseAllocator):
 
     @property
     def min_step_rollouts(self) -> int:
-        """One generation batch: every step generates at least one."""
-        return self.gen_batch_prompts * self.config.n
+        """One generation batch (of a pool smaller than it: the pool): every step has one."""
+        return min(self.gen_batch_prompts, self.source.num_active) * self.config.n
 
     def _start_step(self) -> None:
         self._num_batches = 0

@@ -54,8 +54,8 @@ class UniformAllocator(BaseAllocator):
 
     @property
     def min_step_rollouts(self) -> int:
-        """Exactly the budget: every step generates ``B * n``."""
-        return self.max_step_rollouts
+        """The budget, ``B * n`` (``n`` for each prompt of a pool smaller than ``B``)."""
+        return min(self.batch_prompts, self.source.num_prompts) * self.config.n
 
     def _start_step(self) -> None:
         self._asked = False

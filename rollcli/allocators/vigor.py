@@ -140,8 +140,9 @@ class VigorAllocator(BaseAllocator):
 
     @property
     def min_step_rollouts(self) -> int:
-        """The first round (``m0`` each for the step's prompts); later rounds may stop early."""
-        return self.batch_prompts * self.round_rollouts[0]
+        """The first round (``m0`` each for the step's prompts, fewer when the pool is smaller);
+        later rounds may stop early."""
+        return min(self.batch_prompts, self.source.num_prompts) * self.round_rollouts[0]
 
     def _start_step(self) -> None:
         self._batch = []
