@@ -45,12 +45,14 @@ interpolated); the objective of a final allocation is evaluated exactly. numpy o
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 __all__ = [
     "SignalTable",
+    "allocate_from_values",
     "allocate_rollouts",
     "group_signal_stats",
     "objective_value",
@@ -284,15 +286,41 @@ def allocate_rollouts(
         tie_key = np.arange(p.size, dtype=np.float64)
     if table is None:
         table = SignalTable(size_menu(n_min, n_max), std_normalize)
-    sizes = table.sizes
     signal, noise = table.lookup(p)
+    return allocate_from_values(
+        signal,
+        noise,
+        table.sizes,
+        budget,
+        n_min=n_min,
+        objective=objective,
+        tie_key=tie_key,
+        evaluate=lambda counts: objective_value(p, counts, "snr", std_normalize=std_normalize),
+        max_iters=max_iters,
+    )
+
+
+def allocate_from_values(
+    signal: np.ndarray,
+    noise: np.ndarray,
+    sizes: np.ndarray,
+    budget: int,
+    *,
+    n_min: int,
+    objective: str,
+    tie_key: np.ndarray,
+    evaluate: Callable[[np.ndarray], tuple[float, float, float]],
+    max_iters: int = 10,
+) -> np.ndarray:
+    """The search of :func:`allocate_rollouts` on given ``(S, V)`` values (rows x ``sizes``).
+
+    ``evaluate(counts)`` returns ``(J, sum S, sum V)`` of an allocation; the oracle evaluates at
+    the true ``p``, a posterior-driven allocator at its predictive values.
+    """
     counts = _fill(signal, sizes, budget, n_min, tie_key)
     if objective == "signal":
         return counts
-    best, (best_j, total_s, total_v) = (
-        counts,
-        objective_value(p, counts, "snr", std_normalize=std_normalize),
-    )
+    best, (best_j, total_s, total_v) = counts, evaluate(counts)
     for _ in range(max_iters):
         if total_v <= 0:
             break
@@ -301,7 +329,7 @@ def allocate_rollouts(
         if np.array_equal(new, counts):
             break
         counts = new
-        value, total_s, total_v = objective_value(p, counts, "snr", std_normalize=std_normalize)
+        value, total_s, total_v = evaluate(counts)
         if value > best_j:
             best, best_j = counts, value
     return best

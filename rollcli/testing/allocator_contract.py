@@ -192,6 +192,19 @@ def contract_cases() -> list[ContractCase]:
         ),
         ContractCase({"kind": "mopps", "n": 2, "strategy": "uniform"}, 16),
         ContractCase({"kind": "spo"}, 16),
+        ContractCase({"kind": "bayes_budget", "n_max": 8}, 32, steps=6),
+        ContractCase(
+            {
+                "kind": "bayes_budget",
+                "n_min": 3,
+                "objective": "signal",
+                "train_pilots": "all",
+                "decay": 0.5,
+                "candidate_factor": 1.0,
+            },
+            30,
+        ),  # fmt: skip
+        ContractCase({"kind": "bayes_budget", "pilot_share": 0.0, "std_normalize": False}, 16),
         ContractCase(
             {"kind": "spo", "n": 4, "rho": 0.5, "advantage": "group", "candidate_prompts": 20}, 32
         ),

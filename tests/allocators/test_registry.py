@@ -22,6 +22,7 @@ from rollcli.allocators import (
 
 def test_kinds() -> None:
     assert allocator_kinds() == [
+        "bayes_budget",
         "dynamic",
         "greso",
         "mopps",
@@ -84,6 +85,7 @@ def test_every_preset_builds_at_its_published_scale(kind: str, preset: str) -> N
         "pilot_commit": lambda c: c.n_pilot + c.n_commit,
         "vigor": lambda c: c.rounds * c.m0,
         "oracle": lambda c: 8,  # the budget-aware oracle sizes its own groups
+        "bayes_budget": lambda c: 8,  # and so does bayes_budget
         "pods": lambda c: c.m,
         "reinforce_ada": lambda c: c.num_keep,
     }

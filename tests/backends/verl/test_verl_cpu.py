@@ -158,3 +158,24 @@ def test_greso_refill_rounds_drop_constant_groups(tmp_path, ray_cluster, trace, 
         for g in t["groups"]:  # only informative groups train, each of n rollouts
             assert len(g["refs"]) == 4 and max(g["rewards"]) > min(g["rewards"])
     assert metrics[-1]["epoch"] >= 1 and metrics[-1]["alloc/adaptations"] >= 1
+
+
+def test_bayes_budget_pilots_then_commits(tmp_path, ray_cluster, trace, check_consistency):
+    # 16 rollouts a step: half on pilots of 2 (4 prompts), the rest split by the posterior
+    # predictive into groups of 2..8; a pool of 12, so step 3 sees prompts piloted before
+    allocator = {"kind": "bayes_budget", "n_pilot": 2, "pilot_share": 0.5, "n_max": 8}
+    job = write_job(tmp_path / "bayes", allocator, steps=3, rollouts=16, train_max_samples=12)
+    run(job)
+    metrics = check_consistency(job)
+    for t, m in zip(trace(job), metrics, strict=True):
+        assert [rnd["items"][0][2] for rnd in t["rounds"]] == ["pilot", "commit"]
+        pilots = {p: refs for p, _n, ph, refs in t["rounds"][0]["items"]}
+        commits = {p: refs for p, _n, ph, refs in t["rounds"][1]["items"]}
+        assert [len(r) for r in pilots.values()] == [2] * 4
+        assert sum(len(r) for r in commits.values()) == 8 and m["step_rollouts"] == 16
+        for g in t["groups"]:  # a committed prompt trains its pilot and commit rollouts as one
+            pid = g["prompt_id"]
+            assert sorted(g["refs"]) == sorted([*pilots.get(pid, []), *commits.get(pid, [])])
+            if pid not in commits:  # an uncommitted pilot trains only if it has reward variance
+                assert max(g["rewards"]) > min(g["rewards"])
+        assert m["alloc/pilots"] == 4

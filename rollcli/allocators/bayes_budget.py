@@ -1,0 +1,298 @@
+"""bayes_budget: the budget-aware oracle's rule with a decaying per-prompt posterior in place of p.
+
+rollcli's own allocator (design, reasoning and measurements: docs/allocators/bayes_budget.md).
+Every prompt of the pool has a ``Beta(a, b)`` posterior over its success probability that
+carries across steps; at the start of every step the evidence of every prompt decays towards the
+prior, ``a <- a0 + decay * (a - a0)`` (and ``b`` alike), so a prompt solved or failed long ago
+becomes uncertain again and can come back. One step has at most two asks:
+
+1. **Pilots where the posterior is uncertain.** Prompts whose evidence ``a + b - a0 - b0`` (the
+   decayed number of rollouts the estimate rests on) is below ``min_evidence`` are candidates;
+   up to ``pilot_share`` of the step's budget goes to ``n_pilot`` rollouts for each of those
+   most likely to give a pilot with reward variance under the posterior predictive (ties by a
+   random key). Their rewards update the posteriors at once.
+2. **Commit by expected signal.** The rest of the budget is split over the active pool by the
+   oracle's search (:func:`rollcli.allocators.oracle_signal.allocate_from_values`: group sizes
+   ``0`` or ``n_min..n_max``, objective ``snr`` or ``signal``) on the *posterior-predictive*
+   signal and noise of :mod:`rollcli.allocators.posterior_signal` -- the expectation over
+   ``p ~ Beta(a, b)``, so an estimate resting on few rollouts is valued as the spread of
+   outcomes it allows, not as its mean. Only the ``candidate_factor * budget / 8`` prompts most
+   likely to give a group of 8 with reward variance enter the search (decision time).
+
+Groups: a committed prompt trains on its pilot and commit rollouts together (one GRPO group,
+as Pilot-Commit's); a piloted prompt without commit rollouts trains on its pilot if the pilot
+has reward variance (``train_pilots = "informative"``), always (``"all"``) or never
+(``"none"``). Rewards are successes in ``[0, 1]`` (clipped): a reward of 1 adds 1 to ``a``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from rollcli.allocators._common import check_choice, merge_outcomes, reward_variance
+from rollcli.allocators.api import Ask, AskItem, BaseAllocator, Group, Outcome
+from rollcli.allocators.oracle_signal import allocate_from_values, size_menu
+from rollcli.allocators.posterior_signal import PosteriorSignalTable, informative_probability
+from rollcli.allocators.registry import register_allocator
+from rollcli.allocators.state import (
+    array_from_json,
+    array_to_json,
+    group_from_json,
+    group_to_json,
+    outcome_from_json,
+    outcome_to_json,
+)
+
+__all__ = ["BayesBudgetConfig", "BayesBudgetAllocator"]
+
+_PROBE = 8  # group size at which candidates are ranked before the search
+
+
+@dataclass(frozen=True)
+class BayesBudgetConfig:
+    """bayes_budget's knobs (defaults: the design of docs/allocators/bayes_budget.md).
+
+    ``n_min``, ``n_max``, ``objective`` and ``std_normalize`` mean what they mean for the
+    budget-aware oracle. ``decay`` is the per-step weight kept by old evidence (1: none).
+    """
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
+
+    kind: Literal["bayes_budget"] = "bayes_budget"
+    n_min: int = 2
+    n_max: int = 128
+    objective: Literal["snr", "signal"] = "snr"
+    std_normalize: bool = True
+    decay: float = 0.9
+    prior_alpha: float = 1.0
+    prior_beta: float = 1.0
+    n_pilot: int = 4
+    pilot_share: float = 0.25
+    min_evidence: float = 4.0
+    train_pilots: Literal["informative", "all", "none"] = "informative"
+    candidate_factor: float = 4.0
+
+    def __post_init__(self) -> None:
+        if self.n_min < 2:
+            raise ValueError(
+                f"n_min must be >= 2 (a single rollout teaches nothing), got {self.n_min}"
+            )
+        if self.n_max < self.n_min:
+            raise ValueError(f"n_max must be >= n_min={self.n_min}, got {self.n_max}")
+        check_choice("objective", self.objective, ["snr", "signal"])
+        check_choice("train_pilots", self.train_pilots, ["informative", "all", "none"])
+        if not 0.0 <= self.decay <= 1.0:
+            raise ValueError(f"decay must be in [0, 1], got {self.decay}")
+        if not (self.prior_alpha > 0.0 and self.prior_beta > 0.0):
+            raise ValueError(
+                f"prior_alpha and prior_beta must be > 0, got {self.prior_alpha}, {self.prior_beta}"
+            )
+        if self.n_pilot < 1:
+            raise ValueError(f"n_pilot must be >= 1, got {self.n_pilot}")
+        if not 0.0 <= self.pilot_share < 1.0:
+            raise ValueError(f"pilot_share must be in [0, 1), got {self.pilot_share}")
+        if not self.min_evidence >= 0.0:
+            raise ValueError(f"min_evidence must be >= 0, got {self.min_evidence}")
+        if not self.candidate_factor >= 1.0:
+            raise ValueError(f"candidate_factor must be >= 1, got {self.candidate_factor}")
+
+
+@register_allocator
+class BayesBudgetAllocator(BaseAllocator):
+    """Decaying Beta posteriors, pilots where uncertain, the budget by predictive signal."""
+
+    config_class = BayesBudgetConfig
+    presets = {
+        "no-pilots": {"pilot_share": 0.0},  # history alone decides
+        "signal": {"objective": "signal"},  # what an SGD step follows
+        "dr-grpo": {"std_normalize": False},  # advantages without std division
+    }
+
+    def __init__(self, config: BayesBudgetConfig, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        if self.rollouts_per_step < config.n_min:
+            raise ValueError(
+                f"bayes_budget: rollouts_per_step={self.rollouts_per_step} is below "
+                f"n_min={config.n_min}"
+            )
+        self._table = PosteriorSignalTable(
+            size_menu(config.n_min, config.n_max), config.std_normalize
+        )
+        num = self.source.num_prompts
+        self.alpha = np.full(num, float(config.prior_alpha))
+        self.beta = np.full(num, float(config.prior_beta))
+        self._phase = "done"
+        self._pilots: dict[int, Outcome] = {}
+        self._groups: list[Group] = []
+        self._spent = 0
+        self._stats = {"pilots": 0.0, "groups": 0.0, "mean_group_size": 0.0, "evidence": 0.0}
+
+    @property
+    def max_step_rollouts(self) -> int:
+        return self.rollouts_per_step
+
+    # -- the step -------------------------------------------------------------------------
+    def _start_step(self) -> None:
+        cfg = self.config
+        self.alpha = cfg.prior_alpha + cfg.decay * (self.alpha - cfg.prior_alpha)
+        self.beta = cfg.prior_beta + cfg.decay * (self.beta - cfg.prior_beta)
+        self._phase = "pilot" if cfg.pilot_share > 0 else "commit"
+        self._pilots = {}
+        self._groups = []
+        self._spent = 0
+
+    def _active(self) -> np.ndarray:
+        ids = np.arange(self.source.num_prompts)
+        if self.source.num_evicted:
+            ids = ids[[not self.source.is_evicted(int(i)) for i in ids]]
+        return ids
+
+    def _ask(self) -> Ask | None:
+        if self._phase == "pilot":
+            self._phase = "commit"
+            ask = self._pilot_ask()
+            if ask is not None:
+                return ask
+        if self._phase == "commit":
+            self._phase = "done"
+            return self._commit_ask()
+        return None
+
+    def _pilot_ask(self) -> Ask | None:
+        cfg = self.config
+        k = int(cfg.pilot_share * self.rollouts_per_step) // cfg.n_pilot
+        ids = self._active()
+        evidence = self.alpha[ids] + self.beta[ids] - cfg.prior_alpha - cfg.prior_beta
+        uncertain = ids[evidence < cfg.min_evidence]
+        if k == 0 or uncertain.size == 0:
+            return None
+        value = informative_probability(self.alpha[uncertain], self.beta[uncertain], cfg.n_pilot)
+        chosen = uncertain[_top(value, self.rng.random(uncertain.size), k)]
+        return Ask(tuple(AskItem(int(p), cfg.n_pilot, "pilot") for p in chosen))
+
+    def _commit_ask(self) -> Ask | None:
+        cfg = self.config
+        budget = self.rollouts_per_step - self._spent
+        ids = self._active()
+        if budget < cfg.n_min or ids.size == 0:
+            return None
+        keep = int(cfg.candidate_factor * self.rollouts_per_step / _PROBE)
+        tie = self.rng.random(ids.size)
+        if ids.size > keep:
+            top = _top(informative_probability(self.alpha[ids], self.beta[ids], _PROBE), tie, keep)
+            ids, tie = ids[top], tie[top]
+        a, b = self.alpha[ids], self.beta[ids]
+        signal, noise = self._table.lookup(a, b)
+        sizes = self._table.sizes
+
+        def evaluate(counts: np.ndarray) -> tuple[float, float, float]:
+            s, v = _at_counts(signal, sizes, counts), _at_counts(noise, sizes, counts)
+            total_s, total_v = float(s.sum()), float(v.sum())
+            return (total_s / np.sqrt(total_v) if total_v > 0 else 0.0), total_s, total_v
+
+        counts = allocate_from_values(signal, noise, sizes, budget, n_min=cfg.n_min,
+                                      objective=cfg.objective, tie_key=tie,
+                                      evaluate=evaluate)  # fmt: skip
+        chosen = np.flatnonzero(counts)
+        return Ask(tuple(AskItem(int(ids[i]), int(counts[i]), "commit") for i in chosen))
+
+    def _tell(self, outcomes: list[Outcome]) -> None:
+        self._spent += sum(o.num_rollouts for o in outcomes)
+        ids = np.fromiter((o.prompt_id for o in outcomes), np.int64, len(outcomes))
+        wins = np.array([float(np.clip(o.rewards, 0.0, 1.0).sum()) for o in outcomes])
+        sizes = np.array([o.num_rollouts for o in outcomes], dtype=float)
+        np.add.at(self.alpha, ids, wins)
+        np.add.at(self.beta, ids, sizes - wins)
+        if outcomes and outcomes[0].phase == "pilot":
+            self._pilots = {o.prompt_id: o for o in outcomes}
+            return
+        committed = set()
+        for o in outcomes:
+            pilot = self._pilots.get(o.prompt_id)
+            self._groups.append(merge_outcomes(o.prompt_id, [pilot, o] if pilot else [o]))
+            committed.add(o.prompt_id)
+        self._finish(committed)
+
+    def _finish(self, committed: set[int]) -> None:
+        """Add the groups of piloted prompts that got no commit rollouts; fill the statistics."""
+        rule = self.config.train_pilots
+        for pid, o in self._pilots.items():
+            if pid in committed or rule == "none":
+                continue
+            if rule == "all" or reward_variance(o.rewards) > 0:
+                self._groups.append(Group(pid, o.refs, o.rewards))
+        sizes = [g.size for g in self._groups]
+        ids = self._active()
+        cfg = self.config
+        self._stats = {
+            "pilots": float(len(self._pilots)),
+            "groups": float(len(sizes)),
+            "mean_group_size": float(np.mean(sizes)) if sizes else 0.0,
+            "evidence": float(
+                np.mean(self.alpha[ids] + self.beta[ids] - cfg.prior_alpha - cfg.prior_beta)
+            )
+            if ids.size
+            else 0.0,
+        }
+        self._pilots = {}
+
+    def _train_groups(self) -> list[Group]:
+        if self._pilots:  # the commit ask had nothing to spend: the pilots alone train
+            self._finish(set())
+        groups, self._groups = self._groups, []
+        return groups
+
+    def stats(self) -> dict[str, float]:
+        return {**super().stats(), **self._stats}
+
+    # -- state ----------------------------------------------------------------------------
+    def _state(self) -> dict[str, Any]:
+        return {
+            "alpha": array_to_json(self.alpha),
+            "beta": array_to_json(self.beta),
+            "phase": self._phase,
+            "spent": self._spent,
+            "pilots": [outcome_to_json(o) for o in self._pilots.values()],
+            "groups": [group_to_json(g) for g in self._groups],
+            "stats": dict(self._stats),
+        }
+
+    def _load_state(self, state: dict[str, Any]) -> None:
+        self.alpha = array_from_json(state["alpha"])
+        self.beta = array_from_json(state["beta"])
+        self._phase = str(state["phase"])
+        self._spent = int(state["spent"])
+        pilots = [outcome_from_json(o) for o in state["pilots"]]
+        self._pilots = {o.prompt_id: o for o in pilots}
+        self._groups = [group_from_json(g) for g in state["groups"]]
+        self._stats = {k: float(v) for k, v in state["stats"].items()}
+
+
+def _top(value: np.ndarray, tie: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` highest values, equal values by the lowest tie key, best first."""
+    if k >= value.size:
+        return np.lexsort((tie, -value))
+    cut = np.partition(value, value.size - k)[value.size - k]  # the k-th highest value
+    above = np.flatnonzero(value > cut)
+    level = np.flatnonzero(value == cut)
+    level = level[np.argsort(tie[level], kind="stable")[: k - above.size]]
+    picked = np.concatenate([above, level])
+    return picked[np.lexsort((tie[picked], -value[picked]))]
+
+
+def _at_counts(values: np.ndarray, sizes: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Each row's value at its count, linear between menu sizes (0 for a count of 0)."""
+    out = np.zeros(counts.size)
+    on = np.flatnonzero(counts)
+    if on.size == 0:
+        return out
+    c = counts[on]
+    hi = np.clip(np.searchsorted(sizes, c), 0, sizes.size - 1)
+    lo = np.maximum(hi - 1, 0)
+    span = np.where(sizes[hi] > sizes[lo], sizes[hi] - sizes[lo], 1)
+    w = np.where(sizes[hi] == c, 1.0, (c - sizes[lo]) / span)
+    out[on] = (1 - w) * values[on, lo] + w * values[on, hi]
+    return out
