@@ -17,6 +17,8 @@ __all__ = [
     "merge_outcomes",
     "reward_variance",
     "check_choice",
+    "check_group_sizes",
+    "active_ids",
     "nested_config",
     "take_full_batch",
 ]
@@ -56,6 +58,22 @@ def check_choice(knob: str, value: Any, valid: Sequence[Any]) -> None:
     """Raise ``ValueError`` naming the knob and the valid values when ``value`` is not one of them."""
     if value not in valid:
         raise ValueError(f"{knob} must be one of {', '.join(map(str, valid))}; got {value!r}")
+
+
+def check_group_sizes(n_min: int, n_max: int) -> None:
+    """The group-size bounds of the budget allocators: ``2 <= n_min <= n_max``, errors naming the knob."""
+    if n_min < 2:
+        raise ValueError(f"n_min must be >= 2 (a single rollout teaches nothing), got {n_min}")
+    if n_max < n_min:
+        raise ValueError(f"n_max must be >= n_min={n_min}, got {n_max}")
+
+
+def active_ids(source: PromptSource) -> np.ndarray:
+    """Every prompt of the pool not evicted, in id order."""
+    ids = np.arange(source.num_prompts)
+    if source.num_evicted:
+        ids = ids[[not source.is_evicted(int(i)) for i in ids]]
+    return ids
 
 
 def nested_config(knob: str, value: Any, cls: type) -> Any:

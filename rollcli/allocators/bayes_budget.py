@@ -32,7 +32,13 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rollcli.allocators._common import check_choice, merge_outcomes, reward_variance
+from rollcli.allocators._common import (
+    active_ids,
+    check_choice,
+    check_group_sizes,
+    merge_outcomes,
+    reward_variance,
+)
 from rollcli.allocators.api import Ask, AskItem, BaseAllocator, Group, Outcome
 from rollcli.allocators.oracle_signal import allocate_from_values, size_menu
 from rollcli.allocators.posterior_signal import PosteriorSignalTable, informative_probability
@@ -76,12 +82,7 @@ class BayesBudgetConfig:
     candidate_factor: float = 4.0
 
     def __post_init__(self) -> None:
-        if self.n_min < 2:
-            raise ValueError(
-                f"n_min must be >= 2 (a single rollout teaches nothing), got {self.n_min}"
-            )
-        if self.n_max < self.n_min:
-            raise ValueError(f"n_max must be >= n_min={self.n_min}, got {self.n_max}")
+        check_group_sizes(self.n_min, self.n_max)
         check_choice("objective", self.objective, ["snr", "signal"])
         check_choice("train_pilots", self.train_pilots, ["informative", "all", "none"])
         if not 0.0 <= self.decay <= 1.0:
@@ -145,10 +146,7 @@ class BayesBudgetAllocator(BaseAllocator):
         self._spent = 0
 
     def _active(self) -> np.ndarray:
-        ids = np.arange(self.source.num_prompts)
-        if self.source.num_evicted:
-            ids = ids[[not self.source.is_evicted(int(i)) for i in ids]]
-        return ids
+        return active_ids(self.source)
 
     def _ask(self) -> Ask | None:
         if self._phase == "pilot":

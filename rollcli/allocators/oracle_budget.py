@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rollcli.allocators._common import check_choice
+from rollcli.allocators._common import active_ids, check_choice, check_group_sizes
 from rollcli.allocators.api import AllocatorError, Ask, AskItem, BaseAllocator, Group, Outcome
 from rollcli.allocators.oracle_signal import (
     SignalTable,
@@ -57,12 +57,7 @@ class BudgetOracleConfig:
     num_candidates: int = 0
 
     def __post_init__(self) -> None:
-        if self.n_min < 2:
-            raise ValueError(
-                f"n_min must be >= 2 (a single rollout teaches nothing), got {self.n_min}"
-            )
-        if self.n_max < self.n_min:
-            raise ValueError(f"n_max must be >= n_min={self.n_min}, got {self.n_max}")
+        check_group_sizes(self.n_min, self.n_max)
         check_choice("objective", self.objective, ["snr", "signal"])
         if self.num_candidates < 0:
             raise ValueError(
@@ -104,10 +99,7 @@ class BudgetOracleAllocator(BaseAllocator):
     def _candidates(self) -> np.ndarray:
         if self.config.num_candidates > 0:
             return np.asarray(self.source.take(self.config.num_candidates), dtype=np.int64)
-        ids = np.arange(self.source.num_prompts)
-        if self.source.num_evicted:
-            ids = ids[[not self.source.is_evicted(int(i)) for i in ids]]
-        return ids
+        return active_ids(self.source)
 
     def _ask(self) -> Ask | None:
         if self._asked:
