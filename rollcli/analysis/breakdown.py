@@ -279,9 +279,17 @@ def plot_breakdown(rows: Sequence[AllocatorBreakdown], out_dir: Path, stem: str 
                    linewidth=0)  # fmt: skip
             bottom += values
         if unit == "rollouts" and any(b.skipped for b in rows):
+            # clipped at the tallest generated bar (GRESO skips ~30x what it generates), the
+            # true multiple written on top
             skipped = np.array([b.skipped for b in rows])
-            ax.bar(x, skipped, bottom=bottom, width=0.7, fill=False, hatch="//",
-                   edgecolor="#555555", label="Skipped (not generated)")  # fmt: skip
+            cap = float(bottom.max())
+            some = skipped > 0
+            ax.bar(x[some], np.minimum(skipped, cap)[some], bottom=bottom[some], width=0.7,
+                   fill=False, hatch="//", edgecolor="#555555",
+                   label="Skipped (not generated)")  # fmt: skip
+            for i in np.flatnonzero(skipped > cap):
+                ax.text(x[i], bottom[i] + cap, f"skipped {skipped[i] / max(bottom[i], 1):.0f}x",
+                        ha="center", va="bottom", fontsize=7)  # fmt: skip
         ax.set_xticks(x, names, rotation=35, ha="right")
         ax.set_title(f"generated {unit} per job (mean over seeds)")
         ax.ticklabel_format(axis="y", style="sci", scilimits=(0, 3))
