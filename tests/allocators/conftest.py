@@ -67,6 +67,31 @@ class StepRecorder:
         return groups
 
 
+def run_scripted_step(
+    config: dict[str, Any],
+    patterns: list[list[float]],
+    rollouts_per_step: int,
+    *,
+    num_prompts: int | None = None,
+    seed: int = 0,
+) -> tuple[list[int], StepRecorder, list[Any]]:
+    """Step 0 of ``config`` against :func:`scripted_by_position` (the prompt at epoch-0 position i
+    gets ``patterns[i]``; positions past the patterns never succeed). Returns the epoch order,
+    the recorder (``.allocator``, ``.asks``) and the groups."""
+    num_prompts = num_prompts or len(patterns)
+    order = epoch_order(num_prompts, seed)
+    backend = scripted_by_position(order, [*patterns] + [[0.0]] * (num_prompts - len(patterns)))
+    allocator = create_allocator(
+        config,
+        num_prompts=num_prompts,
+        rollouts_per_step=rollouts_per_step,
+        seed=seed,
+        oracle=backend.success_probabilities,
+    )
+    run = StepRecorder(allocator, backend)
+    return order, run, run.step(0)
+
+
 @pytest.fixture
 def make() -> Any:
     def _make(config: dict[str, Any], backend: Any, rollouts_per_step: int, seed: int = 0):

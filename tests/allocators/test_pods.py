@@ -12,7 +12,7 @@ import torch
 from rollcli.allocators import create_allocator
 from rollcli.allocators.pods import PodsConfig, max_variance_subsets, subset_search_order
 
-from .conftest import epoch_order, scripted_by_position
+from .conftest import run_scripted_step
 from .official_pods import official_advantages, official_max_variance_indices
 
 
@@ -109,25 +109,12 @@ def test_exact_ties_go_to_the_first_found() -> None:
     assert max_variance_subsets(np.array([0.1, 0.7, 0.3, 0.9]), 2).tolist() == [3, 0]
 
 
-def _run_step(config: dict, patterns: list[list[float]], rollouts: int, num_prompts: int = 8):
-    order = epoch_order(num_prompts, 0)
-    backend = scripted_by_position(order, patterns + [[0.0]] * (num_prompts - len(patterns)))
-    allocator = create_allocator(
-        config, num_prompts=num_prompts, rollouts_per_step=rollouts, seed=0
-    )
-    allocator.start_step(0)
-    asks = []
-    while (ask := allocator.ask()) is not None:
-        asks.append([(i.prompt_id, i.num_rollouts, i.phase) for i in ask.items])
-        allocator.tell(backend.generate(ask))
-    groups = allocator.train_groups()
-    backend.update(groups)
-    return order, allocator, asks, groups
-
-
 def test_step_generates_n_and_trains_the_kept_m() -> None:
     patterns = [[1, 1, 1, 0, 0, 0], [1.0], [0, 0, 0, 0, 0, 1]]
-    order, alloc, asks, groups = _run_step({"kind": "pods", "n": 6, "m": 4}, patterns, 12)
+    order, run, groups = run_scripted_step(
+        {"kind": "pods", "n": 6, "m": 4}, patterns, 12, num_prompts=8
+    )
+    alloc, asks = run.allocator, run.asks
     assert alloc.batch_prompts == 3 and alloc.max_step_rollouts == 18
     assert asks == [[(order[i], 6, "main") for i in range(3)]]
     # prompt 0: refs 0-5 rewards 1 1 1 0 0 0 -> i = 2: refs 0, 1 (top) and 4, 5 (bottom)
@@ -147,7 +134,8 @@ def test_step_generates_n_and_trains_the_kept_m() -> None:
 
 def test_budget_generated_and_divisibility() -> None:
     config = {"kind": "pods", "n": 6, "m": 4, "budget": "generated"}
-    _, alloc, asks, groups = _run_step(config, [[1, 0]] * 8, 12)
+    _, run, groups = run_scripted_step(config, [[1, 0]] * 8, 12)
+    alloc = run.allocator
     assert alloc.batch_prompts == 2 and alloc.max_step_rollouts == 12
     assert [g.size for g in groups] == [4, 4]
     with pytest.raises(ValueError, match=r"not divisible by m=4 \(budget=trained\)"):
@@ -164,20 +152,13 @@ def test_budget_generated_and_divisibility() -> None:
 
 def test_ablation_rules() -> None:
     patterns = [[0, 1, 0, 1, 1, 0]]
-    order, _, _, (g,) = _run_step(
-        {"kind": "pods", "n": 6, "m": 3, "rule": "max_reward"}, patterns, 3
-    )
+    config = {"kind": "pods", "n": 6, "m": 3, "rule": "max_reward"}
+    _, _, (g,) = run_scripted_step(config, patterns, 3, num_prompts=8)
     assert list(g.refs) == [1, 3, 4] and g.rewards.tolist() == [1, 1, 1]
     picks = set()
     for seed in range(20):
-        alloc = create_allocator(
-            {"kind": "pods", "n": 6, "m": 3, "rule": "random"},
-            num_prompts=8, rollouts_per_step=3, seed=seed,
-        )  # fmt: skip
-        backend = scripted_by_position(epoch_order(8, seed), patterns + [[0.0]] * 7)
-        alloc.start_step(0)
-        alloc.tell(backend.generate(alloc.ask()))
-        (group,) = alloc.train_groups()
+        config = {"kind": "pods", "n": 6, "m": 3, "rule": "random"}
+        _, _, (group,) = run_scripted_step(config, patterns, 3, num_prompts=8, seed=seed)
         assert len(set(group.refs)) == 3 and set(group.refs) <= set(range(6))
         picks.add(tuple(sorted(group.refs)))
     assert len(picks) > 5  # seeded, and not one fixed subset

@@ -13,7 +13,7 @@ import torch
 from rollcli.allocators import create_allocator
 from rollcli.allocators.reinforce_ada import ReinforceAdaConfig, global_baseline, kept_counts
 
-from .conftest import epoch_order, scripted_by_position
+from .conftest import run_scripted_step
 from .official_reinforce_ada import official_grpo_advantage, official_step
 
 
@@ -48,18 +48,9 @@ def test_global_baseline() -> None:
     assert global_baseline(0, 0) == 0.0 and global_baseline(2, 0) == 1.0
 
 
-def _step(config: dict[str, Any], patterns: list[list[float]], rollouts: int, num_prompts: int):
-    order = epoch_order(num_prompts, 0)
-    backend = scripted_by_position(order, patterns)
-    alloc = create_allocator(config, num_prompts=num_prompts, rollouts_per_step=rollouts, seed=0)
-    alloc.start_step(0)
-    asks = []
-    while (ask := alloc.ask()) is not None:
-        asks.append([(i.prompt_id, i.num_rollouts, i.phase) for i in ask.items])
-        alloc.tell(backend.generate(ask))
-    groups = alloc.train_groups()
-    backend.update(groups)
-    return order, alloc, asks, {g.prompt_id: g for g in groups}
+def _step(config: dict[str, Any], patterns: list[list[float]], rollouts: int):
+    order, run, groups = run_scripted_step(config, patterns, rollouts)
+    return order, run.allocator, run.asks, {g.prompt_id: g for g in groups}
 
 
 def test_rounds_kept_sets_and_baselines_by_hand() -> None:
@@ -70,7 +61,7 @@ def test_rounds_kept_sets_and_baselines_by_hand() -> None:
         [0.0],  # o2: never positive -> fallback after 3 rounds: 4 negatives
         [0.9, 0.5, 0.7, 0.71],  # o3: > 0.7 positive (0.7 is not): 2 + 2 in round 0
     ]
-    order, alloc, asks, groups = _step(config, patterns, 16, 4)
+    order, alloc, asks, groups = _step(config, patterns, 16)
     o = order
     assert alloc.batch_prompts == 4 and alloc.max_step_rollouts == 4 * 3 * 4
     assert asks == [
@@ -100,7 +91,7 @@ def test_rounds_kept_sets_and_baselines_by_hand() -> None:
 def test_local_statistics_and_positive_focused() -> None:
     config = {"kind": "reinforce_ada", "choice": "positive_focused", "global_stats": False}
     patterns = [[0] * 7 + [1], [1.0]]
-    order, alloc, asks, groups = _step(config, patterns, 8, 2)
+    order, alloc, asks, groups = _step(config, patterns, 8)
     assert [len(a) for a in asks] == [2]  # both have a positive after round 0 (8 rollouts)
     g0, g1 = groups[order[0]], groups[order[1]]
     assert g0.baseline is None and g0.rewards.tolist() == [1, 0, 0, 0]
@@ -143,7 +134,7 @@ def _compare_one_step(config: dict[str, Any], patterns: list[list[float]]):
     """Run one step of ours and of the official code on the same rewards; return both sides."""
     num = len(patterns)
     length = len(patterns[0])
-    order, alloc, asks, groups = _step(config, patterns, config["num_keep"] * num, num)
+    order, alloc, asks, groups = _step(config, patterns, config["num_keep"] * num)
     by_prompt = {p: patterns[i] for i, p in enumerate(order)}
     drawn = dict.fromkeys(by_prompt, 0)
 
