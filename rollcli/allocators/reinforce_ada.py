@@ -158,6 +158,7 @@ class ReinforceAdaAllocator(BaseAllocator):
         self._batch: list[int] = []
         # every round of the step: the batch positions asked and their outcomes, in ask order
         self._rounds: list[tuple[list[int], list[Outcome]]] = []
+        self._matrices: list[np.ndarray] = []  # each round's rewards (a cache of _rounds)
         self._num_pos = np.zeros(0, dtype=np.int64)
         self._num_neg = np.zeros(0, dtype=np.int64)
         self._finished = np.zeros(0, dtype=bool)
@@ -185,7 +186,7 @@ class ReinforceAdaAllocator(BaseAllocator):
     def _tell(self, outcomes: list[Outcome]) -> None:
         active = np.asarray(self._active, dtype=np.int64)
         self._rounds.append((self._active, outcomes))
-        rewards = np.stack([o.rewards for o in outcomes])
+        rewards = self._round_rewards(len(self._rounds) - 1)
         pos = (rewards > self.config.positive_threshold).sum(axis=1)
         self._num_pos[active] += pos
         self._num_neg[active] += rewards.shape[1] - pos
@@ -195,54 +196,82 @@ class ReinforceAdaAllocator(BaseAllocator):
 
     def _train_groups(self) -> list[Group]:
         """One group per prompt: its kept positives, then its kept negatives, each in generation
-        order (vectorised over the step's rows: a step can hold a thousand prompts)."""
+        order. Vectorised over every row (prompt x round) of the step, since a step can hold a
+        thousand prompts: a rollout's rank among its prompt's positives (negatives) is what the
+        prompt's earlier rows drew plus its rank inside its own row."""
         cfg = self.config
         size = len(self._batch)
         if not self._rounds:
             self._count_step(size)
             return []
-        repeat = cfg.round_repeat
-        where = np.concatenate(
-            [np.repeat(np.asarray(a, dtype=np.int64), repeat) for a, _ in self._rounds]
-        )
-        rewards = np.concatenate([o.rewards for _, outs in self._rounds for o in outs])
-        refs = list(chain.from_iterable(o.refs for _, outs in self._rounds for o in outs))
-        order = np.argsort(where, kind="stable")  # prompt by prompt, generation order within
-        where, rewards = where[order], rewards[order].astype(float, copy=False)
-        positive = rewards > cfg.positive_threshold
         num_pos, num_neg = self._num_pos, self._num_neg
         keep_pos, keep_neg = kept_counts(num_pos, num_neg, cfg.num_keep, cfg.choice, self._finished)
-        # rank of each row among its prompt's positives (negatives), in generation order
-        pos_before = np.cumsum(num_pos) - num_pos
-        neg_before = np.cumsum(num_neg) - num_neg
-        rank_pos = np.cumsum(positive) - 1 - pos_before[where]
-        rank_neg = np.cumsum(~positive) - 1 - neg_before[where]
-        rank = np.where(positive, rank_pos, rank_neg)
-        keep = rank < np.where(positive, keep_pos[where], keep_neg[where])
-        rows = np.flatnonzero(keep)
-        rows = rows[np.lexsort((rank[rows], ~positive[rows], where[rows]))]
-        kept_refs = [refs[i] for i in order[rows].tolist()]
-        kept_rewards = rewards[rows]
-        counts = keep_pos + keep_neg
-        ends = np.cumsum(counts).tolist()
-        baselines: list[Any] = (
-            global_baseline(num_pos, num_neg).tolist() if cfg.global_stats else [None] * size
+        rewards = np.concatenate([self._round_rewards(r) for r in range(len(self._rounds))])
+        where = np.concatenate([np.asarray(a, dtype=np.int64) for a, _ in self._rounds])
+        positive = rewards > cfg.positive_threshold
+        row_pos = positive.sum(axis=1)
+        row_neg = rewards.shape[1] - row_pos
+        before_pos = _drawn_before(where, row_pos, num_pos)
+        before_neg = _drawn_before(where, row_neg, num_neg)
+        rank = np.where(
+            positive,
+            before_pos[:, None] + np.cumsum(positive, axis=1) - 1,
+            before_neg[:, None] + np.cumsum(~positive, axis=1) - 1,
         )
-        groups = []
-        start = 0
-        for b, end in enumerate(ends):
-            if end > start:
-                groups.append(
-                    Group(
-                        self._batch[b],
-                        tuple(kept_refs[start:end]),
-                        kept_rewards[start:end],
-                        baselines[b],
-                    )
+        limit = np.where(positive, keep_pos[where, None], keep_neg[where, None])
+        flat = np.flatnonzero(rank < limit)
+        row, col = np.divmod(flat, rewards.shape[1])
+        refs = list(chain.from_iterable(o.refs for _, outs in self._rounds for o in outs))
+        where, negative, rank, rewards = (
+            where[row],
+            ~positive[row, col],
+            rank[row, col],
+            rewards[row, col],
+        )
+        order = np.lexsort((rank, negative, where))  # by prompt: positives, then negatives
+        flat = flat[order]
+        kept_refs = tuple([refs[k] for k in flat.tolist()])
+        kept_rewards = rewards[order]
+        counts = keep_pos + keep_neg
+        baselines: list[Any] = (
+            global_baseline(self._num_pos, self._num_neg).tolist()
+            if cfg.global_stats
+            else [None] * size
+        )
+        if counts.min() == counts.max() > 0:  # the usual case: every prompt keeps num_keep
+            k = int(counts[0])
+            groups = list(
+                map(
+                    Group,
+                    self._batch,
+                    zip(*[iter(kept_refs)] * k, strict=True),
+                    kept_rewards.reshape(size, k),
+                    baselines,
                 )
-            start = end
+            )
+        else:
+            groups, start = [], 0
+            for b, end in enumerate(np.cumsum(counts).tolist()):
+                if end > start:
+                    groups.append(
+                        Group(
+                            self._batch[b],
+                            kept_refs[start:end],
+                            kept_rewards[start:end],
+                            baselines[b],
+                        )
+                    )
+                start = end
         self._count_step(size)
         return groups
+
+    def _round_rewards(self, r: int) -> np.ndarray:
+        """Round ``r``'s rewards as (prompts asked x round_repeat), computed once per round."""
+        while len(self._matrices) <= r:
+            outcomes = self._rounds[len(self._matrices)][1]
+            rewards = np.concatenate([o.rewards for o in outcomes]).astype(float, copy=False)
+            self._matrices.append(rewards.reshape(len(outcomes), -1))
+        return self._matrices[r]
 
     def _count_step(self, size: int) -> None:
         finished = int(self._finished.sum())
@@ -289,9 +318,22 @@ class ReinforceAdaAllocator(BaseAllocator):
             ([int(i) for i in active], [outcome_from_json(o) for o in outs])
             for active, outs in state["rounds"]
         ]
+        self._matrices = []
         self._num_pos = np.asarray(state["num_pos"], dtype=np.int64)
         self._num_neg = np.asarray(state["num_neg"], dtype=np.int64)
         self._finished = np.asarray(state["finished"], dtype=bool)
         self._round = int(state["round"])
         self._active = [int(i) for i in state["active"]]
         self._totals = {k: int(v) for k, v in state["totals"].items()}
+
+
+def _drawn_before(where: np.ndarray, per_row: np.ndarray, per_prompt: np.ndarray) -> np.ndarray:
+    """For rows in round order (``where[i]``: the row's prompt, ``per_row[i]``: what it drew),
+    how much the same prompt drew in its earlier rows; ``per_prompt`` is each prompt's total."""
+    by_prompt = np.argsort(where, kind="stable")  # a prompt's rows keep their round order
+    counts = per_row[by_prompt]
+    out = np.empty_like(per_row)
+    out[by_prompt] = (
+        np.cumsum(counts) - counts - (np.cumsum(per_prompt) - per_prompt)[where[by_prompt]]
+    )
+    return out
