@@ -16,7 +16,10 @@ earlier rounds and the new pilots, so a survivor is committed one round after it
 in the next step. Without it a round is a pilot ask followed by a commit ask. Which survivors are
 committed first is ``replay.order``: highest pilot std (newer first on ties), random, or oldest
 first; a survivor piloted at step ``s`` may be committed at step ``t`` only if
-``t - s <= replay.max_age``, and the buffer is emptied when the epoch ends.
+``t - s <= replay.max_age`` (5 reproduces the official flush, which deletes entries with
+``step - added > 4`` after each trained step), and the buffer is emptied when the epoch ends.
+With ``epoch_resets_rounds`` (the official), a round that starts a new epoch while the step has
+committed groups restarts the ``max_rounds`` count, once per step.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ class ReplayConfig:
 
     __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
 
-    max_age: int = 4
+    max_age: int = 5
     order: Literal["max_variance", "random", "fifo"] = "max_variance"
     flush_at_epoch_end: bool = True
 
@@ -86,6 +89,7 @@ class PilotCommitConfig:
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     max_rounds: int = 10
     on_max_rounds: Literal["error", "stop"] = "error"
+    epoch_resets_rounds: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "replay", nested_config("replay", self.replay, ReplayConfig))
@@ -126,7 +130,7 @@ class _Entry:
 
 _STEP_COUNTERS = (
     "rounds", "piloted", "survived", "too_hard", "too_easy", "evicted_now",
-    "committed", "aged_out", "flushed", "skipped_busy",
+    "committed", "aged_out", "flushed", "skipped_busy", "rounds_reset",
 )  # fmt: skip
 
 
@@ -138,6 +142,7 @@ _PAPER = {
     "pilot_batch_factor": 3,
     "bind": True,
     "max_rounds": 10,
+    "epoch_resets_rounds": True,
 }
 
 
@@ -152,14 +157,14 @@ class PilotCommitAllocator(BaseAllocator):
             "n_pilot": 32,
             "n_commit": 96,
             **_PAPER,
-            "replay": {"max_age": 4, "order": "max_variance", "flush_at_epoch_end": True},
+            "replay": {"max_age": 5, "order": "max_variance", "flush_at_epoch_end": True},
         },
         # Qwen3-4B, Polaris: pc_qwen3-4b_p16c48.sh
         "paper-4b": {
             "n_pilot": 16,
             "n_commit": 48,
             **_PAPER,
-            "replay": {"max_age": 4, "order": "random", "flush_at_epoch_end": True},
+            "replay": {"max_age": 5, "order": "random", "flush_at_epoch_end": True},
         },
     }
 
@@ -186,9 +191,11 @@ class PilotCommitAllocator(BaseAllocator):
 
     @property
     def max_step_rollouts(self) -> int:
-        """The most one step can generate: every round's pilots plus one train batch of commits."""
+        """The most one step can generate: every round's pilots plus one train batch of commits
+        (twice ``max_rounds`` rounds with ``epoch_resets_rounds``, which may restart the count once)."""
         c = self.config
-        return c.max_rounds * self.pilot_batch_prompts * c.n_pilot + self.batch_prompts * c.n_commit
+        rounds = c.max_rounds * (2 if c.epoch_resets_rounds else 1)
+        return rounds * self.pilot_batch_prompts * c.n_pilot + self.batch_prompts * c.n_commit
 
     # -- protocol -------------------------------------------------------------------------
     def _start_step(self) -> None:
@@ -243,6 +250,8 @@ class PilotCommitAllocator(BaseAllocator):
     def _round_allowed(self) -> bool:
         if self._counters["rounds"] < self.config.max_rounds:
             return True
+        if self._may_reset_rounds() and self.source.remaining_in_epoch() < self.pilot_batch_prompts:
+            return True  # this round starts a new epoch, where the official counts from 0 again
         if self.config.on_max_rounds == "stop":
             return False
         raise AllocatorError(
@@ -251,6 +260,14 @@ class PilotCommitAllocator(BaseAllocator):
             f"{self._counters['piloted']} pilots survived p in [{self.config.p_lower}, "
             f"{self.config.p_upper}]). Widen the thresholds, raise max_rounds or pilot_batch_factor, "
             "or set on_max_rounds=stop."
+        )
+
+    def _may_reset_rounds(self) -> bool:
+        """The official resets its round count at an epoch end that discards a partial batch."""
+        return (
+            self.config.epoch_resets_rounds
+            and bool(self._groups)
+            and self._counters["rounds_reset"] == 0
         )
 
     def _take_pilots(self) -> list[int]:
@@ -272,6 +289,9 @@ class PilotCommitAllocator(BaseAllocator):
                     break
                 self.source.new_epoch()
                 self._maybe_flush()
+                if self._may_reset_rounds():
+                    self._counters["rounds"] = 0
+                    self._count("rounds_reset")
                 crossed = True
                 continue
             for p in got:
@@ -398,5 +418,6 @@ class PilotCommitAllocator(BaseAllocator):
         self._streak = {int(p): int(s) for p, s in state["streak"]}
         self._buffer_epoch = int(state["buffer_epoch"])
         self._next_commit = bool(state["next_commit"])
-        self._counters = {k: int(state["counters"][k]) for k in _STEP_COUNTERS}
-        self._totals = {k: int(state["totals"][k]) for k in _STEP_COUNTERS}
+        # a counter missing from an older checkpoint (rounds_reset) starts at 0
+        self._counters = {k: int(state["counters"].get(k, 0)) for k in _STEP_COUNTERS}
+        self._totals = {k: int(state["totals"].get(k, 0)) for k in _STEP_COUNTERS}

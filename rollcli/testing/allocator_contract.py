@@ -208,6 +208,34 @@ def contract_cases() -> list[ContractCase]:
         ContractCase(
             {"kind": "spo", "n": 4, "rho": 0.5, "advantage": "group", "candidate_prompts": 20}, 32
         ),
+        ContractCase({"kind": "knapsack", "n": 4, "max_n": 12, "min_buffer_length": 2}, 32),
+        ContractCase(
+            {
+                "kind": "knapsack",
+                "n": 4,
+                "max_n": 8,
+                "min_buffer_length": 0,
+                "estimate": "window",
+                "arithmetic": "numba",
+                "excess_to_unready": False,
+                "negative_n": 0,
+            },
+            32,
+            steps=10,
+        ),  # fmt: skip
+        ContractCase({"kind": "speed", "n_screen": 2, "n_continue": 2, "gen_batch_factor": 2}, 32),
+        ContractCase(
+            {
+                "kind": "speed",
+                "n_screen": 2,
+                "n_continue": 6,
+                "continue_multiple": 3,
+                "skip_batch_on_train": True,
+                "on_max_gen_calls": "train",
+                "max_gen_calls": 4,
+            },
+            32,
+        ),  # fmt: skip
     ]
 
 

@@ -25,6 +25,7 @@ SMALL_ALLOCATORS: dict[str, dict[str, Any]] = {
     "oracle": {"kind": "oracle", "n_max": 16},
     "pods": {"kind": "pods", "n": 8, "m": 4},
     "reinforce_ada": {"kind": "reinforce_ada", "round_repeat": 4, "max_rounds": 3},
+    "speed": {"kind": "speed", "n_screen": 4, "n_continue": 4},
 }
 
 

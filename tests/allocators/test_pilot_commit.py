@@ -228,3 +228,40 @@ def test_max_variance_ties_do_not_depend_on_reward_order() -> None:
     }
     assert len({e.std for e in a._buffer.values()}) == 1
     assert a._select_commits(4) == [4, 1, 2, 3]
+
+
+@pytest.mark.parametrize("preset", ["paper-1.5b", "paper-4b"])
+def test_published_presets_commit_up_to_five_steps_after_the_pilot(preset: str) -> None:
+    # the official flush after each trained step deletes entries with step - added > 4: an entry
+    # piloted at step s is still there during step s + 5
+    a = create_allocator(
+        {"kind": "pilot_commit", "preset": preset},
+        num_prompts=4096,
+        rollouts_per_step=16384,
+        seed=0,
+    )
+    assert a.config.replay.max_age == 5
+    for age, committed in [(5, [7]), (6, [])]:
+        a._buffer = {7: _entry(7, [1, 0] * 16, step=10, seq=0)}
+        a.step = 10 + age
+        assert a._select_commits(1) == committed
+
+
+# epoch-0 positions 0..3, 2 pilots a round (B = 2): o0 survives, the rest fail their first
+# pilot and survive the next (patterns repeat per prompt over the rollouts drawn)
+RESET = {"kind": "pilot_commit", "n_pilot": 2, "n_commit": 2, "pilot_batch_factor": 1,
+         "max_rounds": 2}  # fmt: skip
+LATER = [[1, 0], [0, 0, 1, 0], [0, 0, 1, 0], [0, 0, 1, 0]]
+
+
+def test_an_epoch_end_restarts_the_round_limit(make) -> None:
+    o = epoch_order(4, SEED)
+    run = make(RESET, scripted_by_position(o, LATER), 8, SEED)
+    groups = run.step(0)
+    # rounds 1-2 end epoch 0 with o0 committed; the round that starts epoch 1 counts from 1
+    s = run.allocator.stats()
+    assert len(groups) == 2 and s["rounds_reset"] == 1 and s["total_rounds"] == 4
+    assert s["rounds"] == 2
+    run = make({**RESET, "epoch_resets_rounds": False}, scripted_by_position(o, LATER), 8, SEED)
+    with pytest.raises(AllocatorError, match="after 2 rounds"):
+        run.step(0)

@@ -25,12 +25,14 @@ def test_kinds() -> None:
         "bayes_budget",
         "dynamic",
         "greso",
+        "knapsack",
         "mopps",
         "oracle",
         "oracle_select",
         "pilot_commit",
         "pods",
         "reinforce_ada",
+        "speed",
         "spo",
         "uniform",
         "vigor",
@@ -65,7 +67,7 @@ def test_preset_values_and_overrides() -> None:
     assert (c.n_pilot, c.n_commit, c.p_lower, c.p_upper, c.evict_at) == (16, 48, 0.125, 0.75, 1.0)
     assert (c.replay.order, c.replay.max_age, c.pilot_batch_factor, c.max_rounds) == (
         "random",
-        4,
+        5,  # the official flush reaches a survivor 5 steps after its pilot
         3,
         10,
     )
@@ -88,6 +90,7 @@ def test_every_preset_builds_at_its_published_scale(kind: str, preset: str) -> N
         "bayes_budget": lambda c: 8,  # and so does bayes_budget
         "pods": lambda c: c.m,
         "reinforce_ada": lambda c: c.num_keep,
+        "speed": lambda c: c.n_screen + c.n_continue,
     }
     budget = 128 * per_prompt.get(kind, lambda c: c.n)(config)  # 128 prompts per train batch
     allocator = create_allocator(

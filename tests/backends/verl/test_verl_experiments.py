@@ -50,7 +50,7 @@ def test_pc_spec_is_the_published_setting():
         0.125,
         0.75,
     )
-    assert alloc["pilot_batch_factor"] == 3 and alloc["replay"]["max_age"] == 4
+    assert alloc["pilot_batch_factor"] == 3 and alloc["replay"]["max_age"] == 5
     assert job.config["budget"]["rollouts_per_step"] == 128 * 128
     assert job.config["eval"]["samples"]["aime24"] == 32
 

@@ -1,0 +1,210 @@
+"""Knapsack RL: each step, split the batch's rollouts across its prompts by an exact knapsack.
+
+Each step takes ``B = rollouts_per_step // n`` prompts in epoch order and one generation call
+gives them ``len(batch) * n`` rollouts in all, split by :func:`~rollcli.allocators.knapsack_dp.
+knapsack_budget` (liziniu/KnapsackRL, ``exploration_utils.py``): a prompt with fewer than
+``min_buffer_length`` rewards seen gets ``n``; the others get ``min_n`` (or ``negative_n`` /
+``positive_n`` at p = 0 / 1) and the DP spends the rest on prompts with 0 < p < 1 (at most
+``max_n`` each). Every prompt's rollouts train as one GRPO group, whatever their number.
+
+A prompt's ``p`` is its state in the official ``rl_dataset.py``: after each visit, the success
+rate of that visit, or, when the visit had fewer than ``reward_buffer_length`` rewards, the
+mean of the prompt's last ``reward_buffer_length`` rewards (``estimate`` picks the other
+official modes). Rewards count as successes clipped to [0, 1] (the official asserts rewards
+in {-1, 0, 1} and maps -1 to 0, which this equals).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+
+from rollcli.allocators._common import check_choice
+from rollcli.allocators.api import Ask, AskItem, BaseAllocator, Group, Outcome
+from rollcli.allocators.knapsack_dp import knapsack_budget
+from rollcli.allocators.registry import register_allocator
+from rollcli.allocators.state import (
+    PromptHistory,
+    group_from_json,
+    group_to_json,
+    prompt_dict_from_json,
+    prompt_dict_to_json,
+)
+
+__all__ = ["KnapsackConfig", "KnapsackAllocator"]
+
+
+@dataclass(frozen=True)
+class KnapsackConfig:
+    """Knapsack RL; defaults are the published 7B setting (``run_knapsack_grpo_7b.sh``)."""
+
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
+
+    kind: Literal["knapsack"] = "knapsack"
+    n: int = 8
+    min_n: int = 2
+    max_n: int = 128
+    negative_n: int = 2
+    positive_n: int = 2
+    alpha: float = 0.9
+    cost_estimation: Literal["probability", "expectation"] = "probability"
+    min_buffer_length: int = 8
+    reward_buffer_length: int = 16
+    estimate: Literal["robust_visit", "visit", "window"] = "robust_visit"
+    allow_fallback: bool = True
+    excess_to_unready: bool = True
+    arithmetic: Literal["numpy", "numba"] = "numpy"
+
+    def __post_init__(self) -> None:
+        if self.n < 1:
+            raise ValueError(f"n must be >= 1, got {self.n}")
+        if not 1 <= self.min_n <= self.n:
+            raise ValueError(f"min_n must be in [1, n={self.n}], got {self.min_n}")
+        if self.max_n <= self.min_n:
+            raise ValueError(f"max_n must be > min_n={self.min_n}, got {self.max_n}")
+        for knob in ("negative_n", "positive_n"):
+            value = getattr(self, knob)
+            if not 0 <= value <= self.n:
+                raise ValueError(f"{knob} must be in [0, n={self.n}], got {value}")
+        if not 0.0 < self.alpha < 1.0:
+            raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
+        if self.min_buffer_length < 0:
+            raise ValueError(f"min_buffer_length must be >= 0, got {self.min_buffer_length}")
+        if self.reward_buffer_length < 1:
+            raise ValueError(f"reward_buffer_length must be >= 1, got {self.reward_buffer_length}")
+        check_choice("cost_estimation", self.cost_estimation, ["probability", "expectation"])
+        check_choice("estimate", self.estimate, ["robust_visit", "visit", "window"])
+        check_choice("arithmetic", self.arithmetic, ["numpy", "numba"])
+
+
+_PAPER = {
+    "n": 8,
+    "min_n": 2,
+    "max_n": 128,
+    "negative_n": 2,
+    "positive_n": 2,
+    "alpha": 0.9,
+    "min_buffer_length": 8,
+    "reward_buffer_length": 16,
+    "estimate": "robust_visit",
+}
+
+_STAT_KEYS = ("effective", "dp_budget", "fallback", "excess", "max_budget", "min_budget", "ready")
+
+
+@register_allocator
+class KnapsackAllocator(BaseAllocator):
+    """One ask per step with knapsack-chosen rollout counts; every group trains."""
+
+    config_class = KnapsackConfig
+    presets = {
+        # Qwen2.5-Math-7B, DAPO-17K: examples/knapsack_trainer/run_knapsack_grpo_7b.sh
+        "paper-7b": dict(_PAPER),
+        # the same, rounding the DP's gains as the official numba kernel does (numba installed)
+        "paper-7b-numba": {**_PAPER, "arithmetic": "numba"},
+    }
+
+    def __init__(self, config: KnapsackConfig, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        if self.rollouts_per_step % config.n:
+            raise ValueError(
+                f"knapsack: rollouts_per_step={self.rollouts_per_step} is not divisible by "
+                f"n={config.n}"
+            )
+        self.batch_prompts = self.rollouts_per_step // config.n
+        self._history = PromptHistory(config.reward_buffer_length)
+        self._p: dict[int, float] = {}  # prompt -> its success-rate estimate (the official ema)
+        self._asked = False
+        self._groups: list[Group] = []
+        self._stats = dict.fromkeys(_STAT_KEYS, 0)
+
+    @property
+    def max_step_rollouts(self) -> int:
+        """Exactly the budget: the knapsack splits ``B * n`` rollouts, never more."""
+        return self.batch_prompts * self.config.n
+
+    def _start_step(self) -> None:
+        self._asked = False
+        self._groups = []
+
+    def _ask(self) -> Ask | None:
+        if self._asked:
+            return None
+        self._asked = True
+        c = self.config
+        prompts = self.source.take(self.batch_prompts)
+        if not prompts:
+            return None
+        p = np.array([self._p.get(q, 0.0) for q in prompts])
+        ready = np.array([self._history.count(q) >= c.min_buffer_length for q in prompts])
+        result = knapsack_budget(
+            p,
+            ready,
+            n=c.n,
+            min_n=c.min_n,
+            max_n=c.max_n,
+            negative_n=c.negative_n,
+            positive_n=c.positive_n,
+            alpha=c.alpha,
+            cost_estimation=c.cost_estimation,
+            allow_fallback=c.allow_fallback,
+            excess_to_unready=c.excess_to_unready,
+            arithmetic=c.arithmetic,
+        )
+        budget = result.budget
+        self._stats = {
+            "effective": result.effective,
+            "dp_budget": result.dp_budget,
+            "fallback": int(result.fallback),
+            "excess": result.excess,
+            "max_budget": int(budget.max()),
+            "min_budget": int(budget.min()),
+            "ready": int(ready.sum()),
+        }
+        items = [
+            AskItem(q, int(k), "main")
+            for q, k in zip(prompts, budget.tolist(), strict=False)
+            if k > 0
+        ]
+        return Ask(tuple(items))
+
+    def _tell(self, outcomes: list[Outcome]) -> None:
+        for o in outcomes:
+            self._groups.append(Group(o.prompt_id, o.refs, o.rewards))
+            self._update(o.prompt_id, np.clip(np.asarray(o.rewards, dtype=float), 0.0, 1.0))
+
+    def _update(self, prompt: int, rewards: np.ndarray) -> None:
+        """The official ``update_sample_state``: the estimate after one visit's rewards."""
+        self._history.extend(prompt, rewards.tolist())
+        window = self._history.get(prompt)  # the last reward_buffer_length rewards
+        mode = self.config.estimate
+        short = rewards.size < self.config.reward_buffer_length
+        if mode == "window" or (mode == "robust_visit" and short):
+            self._p[prompt] = float(np.mean(window))
+        else:
+            self._p[prompt] = float(np.mean(rewards))
+
+    def _train_groups(self) -> list[Group]:
+        groups, self._groups = self._groups, []
+        return groups
+
+    def stats(self) -> dict[str, float]:
+        return {**super().stats(), **self._stats}
+
+    def _state(self) -> dict[str, Any]:
+        return {
+            "history": self._history.state_dict(),
+            "p": prompt_dict_to_json(self._p),
+            "asked": self._asked,
+            "groups": [group_to_json(g) for g in self._groups],
+            "stats": dict(self._stats),
+        }
+
+    def _load_state(self, state: dict[str, Any]) -> None:
+        self._history.load_state_dict(state["history"])
+        self._p = prompt_dict_from_json(state["p"], float)
+        self._asked = bool(state["asked"])
+        self._groups = [group_from_json(g) for g in state["groups"]]
+        self._stats = {k: int(state["stats"][k]) for k in _STAT_KEYS}
