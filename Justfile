@@ -16,6 +16,7 @@ lint:
 bench:
     .venv/bin/python benchmarks/bench_cli.py
     .venv/bin/python benchmarks/bench_core.py
+    .venv/bin/python benchmarks/bench_knapsack.py
     .venv/bin/python benchmarks/bench_sweep.py
     .venv/bin/python benchmarks/bench_eval.py
     .venv/bin/python benchmarks/bench_tiny.py timing

@@ -50,6 +50,7 @@ import numpy as np
 __all__ = [
     "Arithmetic",
     "KnapsackResult",
+    "full_dp",
     "gain_table",
     "knapsack_budget",
     "solve_dp",
@@ -242,6 +243,32 @@ def _banded_dp(g: np.ndarray, budget: int, lo: np.ndarray, hi: np.ndarray) -> np
         if i in choices:
             extra[i - 1] = choices[i][w - int(left[i])]
         w -= int(extra[i - 1])
+    return extra
+
+
+def full_dp(g: np.ndarray, budget: int) -> np.ndarray:
+    """The official recursion in full: every item, budget and candidate, first maximum wins.
+
+    ``g`` is a :func:`gain_table`; returns the backtracked extra rollouts for a budget the items
+    can absorb. Vectorised per item but ~items x budget x max_n work: for checking
+    :func:`solve_dp` in tests and benchmarks, not for use.
+    """
+    n, width = g.shape
+    prev = np.full(budget + 1, -np.inf)
+    prev[0] = 0.0
+    cand = np.empty((width, budget + 1))
+    choices = []
+    for i in range(n):
+        cand.fill(-np.inf)
+        for k in range(min(width, budget + 1)):
+            np.add(prev[: budget + 1 - k], g[i, k], out=cand[k, k:])
+        best = cand.argmax(axis=0)
+        prev = cand[best, np.arange(budget + 1)]
+        choices.append(best)
+    extra, w = np.zeros(n, dtype=np.int64), budget
+    for i in range(n - 1, -1, -1):
+        extra[i] = choices[i][w]
+        w -= extra[i]
     return extra
 
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
+import numpy as np
+
 from rollcli.allocators._common import check_choice, merge_outcomes
 from rollcli.allocators.api import AllocatorError, Ask, AskItem, BaseAllocator, Group, Outcome
 from rollcli.allocators.registry import register_allocator
@@ -175,13 +177,21 @@ class SpeedAllocator(BaseAllocator):
         return new
 
     def _tell(self, outcomes: list[Outcome]) -> None:
+        screens = [o for o in outcomes if o.phase != "continue"]
         for o in outcomes:
             if o.phase == "continue":
                 self._entries[self._continuing.pop(o.prompt_id)].rest = o
                 self._count("continued")
-                continue
-            self._count("screened")
-            if o.num_rollouts > 1 and float(o.rewards.max()) > float(o.rewards.min()):
+        if not screens:
+            return
+        # std > 0 <=> not all equal; one vectorised pass over the call's screens
+        sizes = np.array([o.num_rollouts for o in screens])
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        rewards = np.concatenate([o.rewards for o in screens]).astype(float)
+        spread = np.maximum.reduceat(rewards, starts) > np.minimum.reduceat(rewards, starts)
+        self._count("screened", len(screens))
+        for o, passed in zip(screens, (spread & (sizes > 1)).tolist(), strict=True):
+            if passed:
                 self._entries[self._seq] = _Entry(o.prompt_id, o)
                 self._queue.append(self._seq)
                 self._seq += 1

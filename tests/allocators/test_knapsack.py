@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from rollcli.allocators import create_allocator
-from rollcli.allocators.knapsack_dp import gain_table, knapsack_budget, solve_dp
+from rollcli.allocators.knapsack_dp import full_dp, gain_table, knapsack_budget, solve_dp
 from rollcli.testing import ScriptedBackend, drive_step
 from tests.allocators import knapsack_official as official
 
@@ -112,26 +112,6 @@ def test_matches_the_transcription_of_the_numba_kernel(seed: int) -> None:
     g_numba = gain_table(np.float32([0.3]), min_n=2, num_extra=62, arithmetic="numba")
     g_numpy = gain_table(np.float32([0.3]), min_n=2, num_extra=62, arithmetic="numpy")
     assert not np.array_equal(g_numba, g_numpy)
-
-
-def full_dp(g: np.ndarray, budget: int) -> np.ndarray:
-    """The official recursion over every item, budget and candidate, vectorised per item."""
-    n, width = g.shape
-    prev = np.full(budget + 1, -np.inf)
-    prev[0] = 0.0
-    choices = []
-    for i in range(n):
-        cand = np.full((width, budget + 1), -np.inf)
-        for k in range(min(width, budget + 1)):
-            cand[k, k:] = prev[: budget + 1 - k] + g[i, k]
-        best = cand.argmax(axis=0)
-        prev = cand[best, np.arange(budget + 1)]
-        choices.append(best)
-    extra, w = np.zeros(n, dtype=np.int64), budget
-    for i in range(n - 1, -1, -1):
-        extra[i] = choices[i][w]
-        w -= extra[i]
-    return extra
 
 
 def test_the_vectorised_reference_is_the_transcription() -> None:
