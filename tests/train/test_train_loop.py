@@ -15,7 +15,6 @@ from rollcli.testing.rows import check_metrics_rows
 from rollcli.testing.train_jobs import ALL_KINDS, write_job
 from rollcli.train.rows import mean_group_variance
 
-
 # kinds whose step may generate nothing and train groups completed in earlier steps
 TRAINS_CARRY_OVER = {"speed"}
 
