@@ -77,7 +77,7 @@ def test_knapsack_and_speed_on_verl(tmp_path, trace, check_consistency):
 
     # Knapsack: 4 prompts a step, 16 rollouts; steps 1-2 visit all 8 prompts with n = 4 each,
     # steps 3-4 revisit them (4 rewards >= min_buffer_length) and the DP splits the 16
-    metrics = check_consistency(jobs["knapsack"])
+    metrics = check_consistency(jobs["knapsack"], eval_steps={4}, initial_eval=True)
     assert [m["cum_rollouts"] for m in metrics] == [16, 32, 48, 64]
     assert [m["cum_rollouts_trained"] for m in metrics] == [16, 32, 48, 64]
     steps = trace(jobs["knapsack"])
@@ -105,7 +105,7 @@ def test_knapsack_and_speed_on_verl(tmp_path, trace, check_consistency):
     # SPEED: B = 16 // 8 = 2 prompts a step, the 8-prompt pool screened each call; a survivor's
     # screen and continuation train together; extra complete prompts train in a later step
     # that generates nothing
-    metrics = check_consistency(jobs["speed"])
+    metrics = check_consistency(jobs["speed"], eval_steps={4}, initial_eval=True)
     steps = trace(jobs["speed"])
     phase_of = {}
     for step in steps:
