@@ -27,9 +27,8 @@ def test_quickstart_budgets_name_trained_and_generated():
     # DAPO: one generation batch (2 x 8 prompts x 8) to max_gen_batches=10 of them
     assert budgets["dapo"].generated == (150 * 128, 150 * 1280)
     # Pilot-Commit states no floor (a step can commit replayed survivors only): at most every
-    # round's pilots plus one batch of commits (8 x 4); epoch_resets_rounds lets an epoch end
-    # restart the 10-round count once a step, so up to 2 x 10 rounds of 16 x 4 pilots
-    assert budgets["pc"].generated == (0, 150 * 1312)
+    # round's pilots (10 x 16 x 4) plus one batch of commits (8 x 4)
+    assert budgets["pc"].generated == (0, 150 * 672)
     assert budgets["vigor"].generated == (150 * 16, 9600)  # round 0: 8 prompts x m0=2
 
 
