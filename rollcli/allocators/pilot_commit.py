@@ -17,8 +17,10 @@ in the next step. Without it a round is a pilot ask followed by a commit ask. Wh
 committed first is ``replay.order``: highest pilot std (newer first on ties), random, or oldest
 first; a survivor piloted at step ``s`` may be committed at step ``t`` only if
 ``t - s <= replay.max_age`` (5 reproduces the official flush, which deletes entries with
-``step - added > 4`` after each trained step), and the buffer is emptied when the epoch ends.
-With ``epoch_resets_rounds`` (the official), a round that starts a new epoch while the step has
+``step - added > 4`` after each trained step: the published presets use it; the default stays 4, the
+value every Pilot-Commit result before the mend was measured with), and the buffer is emptied when
+the epoch ends. With ``epoch_resets_rounds`` (the official's behaviour, on in the published presets,
+off by default for the same reason), a round that starts a new epoch while the step has
 committed groups restarts the ``max_rounds`` count, once per step.
 """
 
@@ -57,7 +59,7 @@ class ReplayConfig:
 
     __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
 
-    max_age: int = 5
+    max_age: int = 4
     order: Literal["max_variance", "random", "fifo"] = "max_variance"
     flush_at_epoch_end: bool = True
 
@@ -89,7 +91,10 @@ class PilotCommitConfig:
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     max_rounds: int = 10
     on_max_rounds: Literal["error", "stop"] = "error"
-    epoch_resets_rounds: bool = True
+    epoch_resets_rounds: bool = False
+
+    # knobs added after specs were written: left out of dumped specs at these values (job ids)
+    LATE_DEFAULTS: ClassVar[dict[str, Any]] = {"epoch_resets_rounds": False}
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "replay", nested_config("replay", self.replay, ReplayConfig))

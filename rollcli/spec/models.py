@@ -190,6 +190,11 @@ class SpecBase(_Frozen):
         data = self.model_dump(mode="json")
         if isinstance(data.get("backend"), dict):
             data["backend"] = omit_default_shaping(data["backend"])
+        if isinstance(data.get("allocators"), dict):
+            data["allocators"] = {
+                name: omit_late_defaults(type(self.allocators[name]), config)  # type: ignore[attr-defined]
+                for name, config in data["allocators"].items()
+            }
         return {key: data[key] for key in SECTION_ORDER if key in data}
 
     def allocator_dict(self, name: str) -> dict[str, Any]:
@@ -197,6 +202,13 @@ class SpecBase(_Frozen):
 
     def backend_dict(self) -> dict[str, Any]:
         return omit_default_shaping(_plain(dataclasses.asdict(self.backend)))  # type: ignore[attr-defined]
+
+
+def omit_late_defaults(config_class: type, config: dict[str, Any]) -> dict[str, Any]:
+    """An allocator's dumped config without the knobs it declares in ``LATE_DEFAULTS`` (added
+    after specs were written) while they hold those values, so existing job ids do not change."""
+    late = getattr(config_class, "LATE_DEFAULTS", {})
+    return {key: value for key, value in config.items() if key not in late or value != late[key]}
 
 
 SECTION_ORDER = (

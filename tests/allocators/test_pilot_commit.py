@@ -250,7 +250,7 @@ def test_published_presets_commit_up_to_five_steps_after_the_pilot(preset: str) 
 # epoch-0 positions 0..3, 2 pilots a round (B = 2): o0 survives, the rest fail their first
 # pilot and survive the next (patterns repeat per prompt over the rollouts drawn)
 RESET = {"kind": "pilot_commit", "n_pilot": 2, "n_commit": 2, "pilot_batch_factor": 1,
-         "max_rounds": 2}  # fmt: skip
+         "max_rounds": 2, "epoch_resets_rounds": True}  # fmt: skip
 LATER = [[1, 0], [0, 0, 1, 0], [0, 0, 1, 0], [0, 0, 1, 0]]
 
 
