@@ -354,6 +354,7 @@ def analyse(
             "zero_var_frac_last10": float(
                 np.mean([np.mean([x["zero_var_frac"] for x in r[1:][-10:]]) for r in rows])
             ),
+            "evicted_final": float(np.mean([r[-1].get("evicted", 0) for r in rows])),
             "accuracy_at_step": {},
             "targets": {},
         }
@@ -377,7 +378,12 @@ def analyse(
                 "rollouts": _mean_crossing(curves[label]["rollouts"], target).to_json("{:,.0f}"),
                 "tokens": _mean_crossing(curves[label]["tokens"], target).to_json("{:,.0f}"),
                 "vs_default": _speedup(base, curves[label], target, fixed=fixed),
-                "vs_best": _speedup(curves[best], curves[label], target, fixed=True),
+                # against a best baseline other than the default, the target is held at the
+                # default's value (a number): re-estimating it from another run's seeds would
+                # mix two baselines in one resample
+                "vs_best": None
+                if best == baseline
+                else _speedup(curves[best], curves[label], target, fixed=True),
             }
         entries[label] = entry
     table["allocators"] = entries
@@ -397,6 +403,8 @@ def allocator_table(table: dict[str, Any]) -> str:
     """Markdown: one table per target, the lr grid, per-step accuracy and zero-variance share."""
     base, best = table["baseline"], table["best_baseline"]
     out = [f"Best baseline learning rate: `{best}` (fewest rollouts to the first target)."]
+    if best == base:
+        out[0] += " It is the default, so both speedup columns are the same numbers."
     for tname, target in table["targets"].items():
         out.append(f"\nTarget `{tname}` = accuracy {target:.3f}\n")
         out.append(
@@ -410,7 +418,7 @@ def allocator_table(table: dict[str, Any]) -> str:
             out.append(
                 f"| {n} | {t['reached']} | {t['rollouts']['display']} | "
                 f"{_fmt_speedup(t['vs_default']['rollouts'], n == base)} | "
-                f"{_fmt_speedup(t['vs_best']['rollouts'], n == best)} | "
+                f"{_fmt_speedup((t['vs_best'] or t['vs_default'])['rollouts'], n == best)} | "
                 f"{_fmt_speedup(t['vs_default']['tokens'], n == base)} | "
                 f"{e['final_accuracy_mean']:.3f} ± {e['final_accuracy_std']:.3f} | "
                 f"{e['generated_rollouts_mean']:,.0f} | {e['trained_rollouts_mean']:,.0f} | "
@@ -420,13 +428,14 @@ def allocator_table(table: dict[str, Any]) -> str:
     out.append(
         "\n| allocator | "
         + " | ".join(f"accuracy at step {s}" for s in steps)
-        + " | zero-variance share, steps 1-10 | last 10 steps |"
+        + " | zero-variance share, steps 1-10 | last 10 steps | prompts evicted by the end |"
     )
-    out.append("|---|" + "---:|" * (len(steps) + 2))
+    out.append("|---|" + "---:|" * (len(steps) + 3))
     for n, e in table["allocators"].items():
         cells = " | ".join(f"{e['accuracy_at_step'][s]:.3f}" for s in steps)
         out.append(
-            f"| {n} | {cells} | {e['zero_var_frac_first10']:.2f} | {e['zero_var_frac_last10']:.2f} |"
+            f"| {n} | {cells} | {e['zero_var_frac_first10']:.2f} | {e['zero_var_frac_last10']:.2f} | "
+            f"{e['evicted_final']:,.0f} |"
         )
     return "\n".join(out)
 
