@@ -13,6 +13,9 @@ each mini-batch is within one group of ``total / k`` rollouts. With fewer groups
 group is its own mini-batch (a group-aligned cut cannot make more): the caller reports how many
 it got. ``k = 1`` draws nothing from the generator and keeps the groups' order.
 
+verl splits rows, not groups: :func:`row_minibatches` sizes its mini-batches for a step (verl
+asserts that the mini-batch size divides the batch and divides by the data-parallel size).
+
 numpy only: the sim, tiny and verl backends share it.
 """
 
@@ -22,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["split_minibatches", "check_num_minibatches"]
+__all__ = ["split_minibatches", "check_num_minibatches", "row_minibatches"]
 
 
 def check_num_minibatches(value: object) -> None:
@@ -66,3 +69,22 @@ def split_minibatches(
         cuts.append(cut)
         previous = cut
     return np.split(order, cuts)
+
+
+def row_minibatches(num_rows: int, num_minibatches: int, divisor: int = 1) -> tuple[int, int, int]:
+    """``(mini-batches, rows per mini-batch, padded rows)`` for a step of ``num_rows`` rows.
+
+    The batch is padded (with rows that carry no loss) to a multiple of ``k * divisor`` so that
+    ``k`` mini-batches of equal size, each a multiple of ``divisor`` (the data-parallel size, times
+    the micro-batch size when it must divide), hold it. ``k`` is ``num_minibatches`` unless the
+    step is so small that a mini-batch would hold padding only; then the largest ``k`` for which
+    none does.
+    """
+    check_num_minibatches(num_minibatches)
+    if num_rows < 1 or divisor < 1:
+        raise ValueError(f"need rows >= 1 and divisor >= 1, got {num_rows} and {divisor}")
+    for k in range(min(num_minibatches, num_rows), 0, -1):
+        padded = -(-num_rows // (k * divisor)) * k * divisor
+        if padded - num_rows < padded // k:  # the last mini-batch holds a real row
+            return k, padded // k, padded
+    raise AssertionError("unreachable: one mini-batch always fits")

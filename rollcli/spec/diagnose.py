@@ -186,6 +186,10 @@ def describe_error(error: dict[str, Any], data: Any, marks: Marks) -> tuple[Any,
         )
     path = _data_path(loc, data)
     if kind in ("extra_forbidden", "unexpected_keyword_argument"):
+        # a config class may name the knob that replaced an old one (``RENAMED_KNOBS``)
+        renamed = getattr(_type_at(path[:-1], data), "RENAMED_KNOBS", {}).get(str(path[-1]))
+        if renamed:
+            return marks.find(path, key=True), f"{dotted(path)}: {renamed}"
         valid = _valid_keys(path[:-1], data)
         hint = suggest(path[-1], valid)
         section = f"in {dotted(path[:-1])}" if path[:-1] else "at the top level"

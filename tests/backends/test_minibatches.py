@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rollcli.backends.minibatches import split_minibatches
+from rollcli.backends.minibatches import row_minibatches, split_minibatches
 
 
 @settings(max_examples=300, deadline=None)
@@ -70,3 +70,22 @@ def test_empty_and_bad_input() -> None:
         split_minibatches([1, 2], 0, np.random.default_rng(0))
     with pytest.raises(ValueError, match="at least one rollout"):
         split_minibatches([1, 0], 2, np.random.default_rng(0))
+
+
+@given(rows=st.integers(1, 300), k=st.integers(1, 16), divisor=st.integers(1, 8))
+def test_row_minibatches_divide_and_hold_real_rows(rows: int, k: int, divisor: int) -> None:
+    parts, mini, padded = row_minibatches(rows, k, divisor)
+    assert 1 <= parts <= k and parts * mini == padded >= rows
+    assert mini % divisor == 0
+    assert padded - rows < mini  # no mini-batch of padding only
+    if rows % (k * divisor) == 0 or rows >= k * k * divisor:
+        assert parts == k  # then padding (< k * divisor rows) cannot fill a mini-batch
+
+
+def test_row_minibatches_hand_cases() -> None:
+    assert row_minibatches(24, 2) == (2, 12, 24)
+    assert row_minibatches(22, 4) == (4, 6, 24)
+    assert row_minibatches(3, 4) == (3, 1, 3)
+    assert row_minibatches(10, 4, divisor=4) == (3, 4, 12)  # 4 x 4 rows would hold 6 pads
+    with pytest.raises(ValueError, match="num_minibatches"):
+        row_minibatches(4, 0)

@@ -43,15 +43,24 @@ class VerlConfig:
     reward function's score alone (:mod:`rollcli.backends.shaping`).
     ``trace_groups`` writes every step's asks and trained groups to ``verl/trace.jsonl`` (tests).
     ``test_freq``/``save_freq`` default to the spec's ``eval.every``/``checkpoint.every``.
-    ``ppo_mini_batch_size`` counts *rollouts*: None is one optimiser step per training step (the
-    whole, variable-size batch); a number splits the step's rollouts into that many per
-    optimiser step. Either way the batch is padded with zero-weight rows to a multiple of the
-    mini-batch size and the data-parallel size (see docs/verl.md).
+    ``num_minibatches`` is the number of optimiser steps per training step (per epoch), the knob
+    of every rollcli backend: the step's rows (whatever the allocator's batch size) are padded
+    with zero-weight rows so that verl's mini-batch size divides them into that many equal
+    mini-batches, each a multiple of the data-parallel size (fewer only when a step is too small
+    to give every mini-batch a real row; see docs/verl.md).
     """
 
     __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
     # the spec asks: `eval.jobs` (separate jobs evaluating this backend's checkpoints) runs here
     runs_eval_jobs: ClassVar[bool] = True
+    # old knob -> the error that names its replacement (spec diagnostics and the job loader)
+    RENAMED_KNOBS: ClassVar[dict[str, str]] = {
+        "ppo_mini_batch_size": (
+            "ppo_mini_batch_size was replaced by num_minibatches: optimiser steps per training "
+            "step (an int >= 1; the old key counted rollouts, so num_minibatches = "
+            "rollouts_per_step / ppo_mini_batch_size; default 4)"
+        )
+    }
 
     kind: Literal["verl"] = "verl"
     device: Literal["cpu", "cuda"] = "cuda"
@@ -71,7 +80,7 @@ class VerlConfig:
     overlong_penalty_factor: float = 1.0
     # optimisation (GRPO)
     lr: float = 1.0e-6
-    ppo_mini_batch_size: int | None = None
+    num_minibatches: int = 4
     ppo_micro_batch_size_per_gpu: int = 4
     use_dynamic_bsz: bool = True
     ppo_max_token_len_per_gpu: int | None = None
@@ -111,12 +120,12 @@ class VerlConfig:
             "max_response_len": self.max_response_len,
             "ppo_micro_batch_size_per_gpu": self.ppo_micro_batch_size_per_gpu,
             "ppo_epochs": self.ppo_epochs,
+            "num_minibatches": self.num_minibatches,
             "tensor_parallel": self.tensor_parallel,
         }
         optional_positive = {
             "train_max_samples": self.train_max_samples,
             "val_max_samples": self.val_max_samples,
-            "ppo_mini_batch_size": self.ppo_mini_batch_size,
             "ppo_max_token_len_per_gpu": self.ppo_max_token_len_per_gpu,
             "nnodes": self.nnodes,
             "gpus_per_node": self.gpus_per_node,

@@ -41,6 +41,8 @@ class VerlPaths:
 def verl_config_from_mapping(section: Mapping[str, Any]) -> VerlConfig:
     """The backend section as a :class:`VerlConfig` (unknown keys name the valid ones)."""
     names = {f.name for f in fields(VerlConfig)}
+    for old in set(section) & set(VerlConfig.RENAMED_KNOBS):
+        raise ValueError(f"verl backend: {VerlConfig.RENAMED_KNOBS[old]}")
     unknown = sorted(set(section) - names)
     if unknown:
         raise ValueError(

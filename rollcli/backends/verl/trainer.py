@@ -15,12 +15,12 @@ sim's and tiny's. One training step::
     groups = allocator.train_groups()
     batch  = store.select(refs of every group), one uid per group (pilot + commit together)
     old log-probs (current policy) -> GRPO advantages over each group (or r - baseline for a
-    group that carries one) -> one actor update
+    group that carries one) -> num_minibatches optimiser steps on the padded rows
     checkpoint_manager.update_weights(step)           # rollout servers get the new weights
 
 Groups of one rollout are not trained unless they carry a baseline (GRPO would use the raw
-reward as its advantage: there is no baseline). Batches are padded with zero-mask rows to divide by the mini-batch and
-data-parallel sizes. Each step appends its CONTRACTS §4 metrics row to ``metrics.jsonl`` and logs
+reward as its advantage: there is no baseline). Batches are padded with zero-mask rows so that
+``num_minibatches`` equal mini-batches, each a multiple of the data-parallel size, hold them. Each step appends its CONTRACTS §4 metrics row to ``metrics.jsonl`` and logs
 it through verl's tracker. The allocator, the retained rollouts and the counters are saved in
 verl's checkpoint folder (``global_step_N/rollcli/``) and restored on resume. Runs in verl's
 task-runner actor; imported only there.
@@ -28,7 +28,6 @@ task-runner actor; imported only there.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,7 @@ from verl.utils.py_functional import rename_dict
 from verl.workers.utils.padding import left_right_2_no_padding
 
 from rollcli.allocators import Group, Outcome, create_allocator
+from rollcli.backends.minibatches import row_minibatches
 from rollcli.backends.verl.advantages import (
     BASELINE_KEY,
     baseline_column,
@@ -219,11 +219,14 @@ class RollcliPPOTrainer(RayPPOTrainer):
         batch.batch["token_level_rewards"] = rewards
         if self.backend_config.trace_groups:  # to find each row's advantage after reordering
             batch.non_tensor_batch[_REF_KEY] = np.array(refs, dtype=np.int64)
+        cfg = self.backend_config
         dp = self._get_dp_size(self.actor_rollout_wg, "actor")
-        mini = self.backend_config.ppo_mini_batch_size or len(batch)
-        mini = math.ceil(mini / dp) * dp
-        batch, pad = pad_for_training(batch, mini)
+        unit = dp if cfg.use_dynamic_bsz else dp * cfg.ppo_micro_batch_size_per_gpu
+        parts, mini, padded = row_minibatches(len(batch), cfg.num_minibatches, unit)
+        batch, pad = pad_for_training(batch, padded)
         metrics["pad_rows"] = float(pad)
+        metrics["minibatches"] = float(parts)
+        trained["minibatch_rows"] = mini
         batch.meta_info = {"temperature": self.config.actor_rollout_ref.rollout.temperature}
         if self.config.trainer.balance_batch and dp > 1:
             self._balance_batch(batch, metrics={})
@@ -238,11 +241,13 @@ class RollcliPPOTrainer(RayPPOTrainer):
         if self.backend_config.trace_groups:
             trained["advantages"] = _traced_advantages(batch, refs)
         metrics.update(self._update_actor_minibatches(batch, mini))
+        trained["optimizer_steps"] = metrics.get("optimizer_steps")
         self.policy_version += 1
         return metrics, trained
 
     def _update_actor_minibatches(self, batch: DataProto, mini: int) -> dict[str, float]:
-        """verl's ``_update_actor`` with the mini-batch size of *this* step (rollouts)."""
+        """verl's ``_update_actor`` with the mini-batch size of *this* step (rows); the returned
+        ``optimizer_steps`` counts the optimiser steps verl took (one grad norm each)."""
         actor = self.config.actor_rollout_ref.actor
         batch.meta_info["multi_turn"] = self.config.actor_rollout_ref.rollout.multi_turn.enable
         td = left_right_2_no_padding(batch.to_tensordict())
@@ -260,7 +265,10 @@ class RollcliPPOTrainer(RayPPOTrainer):
         )
         output = rename_dict(tu.get(self.actor_rollout_wg.update_actor(td), "metrics"), "actor/")
         output.pop("actor/mfu", None)
-        return {k.removeprefix("actor/"): float(v) for k, v in reduce_metrics(output).items()}
+        norms = output.get("actor/grad_norm", [])
+        steps = len(norms) if isinstance(norms, list) else 1
+        reduced = {k.removeprefix("actor/"): float(v) for k, v in reduce_metrics(output).items()}
+        return {**reduced, "optimizer_steps": float(steps)}
 
     # -- checkpoints ------------------------------------------------------------------------
     def _state_folder(self) -> Path:

@@ -34,6 +34,7 @@ def test_config_defaults_and_engine_by_device():
         ({"gpus_per_node": 8, "tensor_parallel": 3}, "tensor_parallel"),
         ({"logger": ("console", "nope")}, "logger"),
         ({"model": ""}, "model"),
+        ({"num_minibatches": 0}, "num_minibatches"),
     ],
 )
 def test_config_rejects_bad_knobs(knobs, match):
@@ -51,6 +52,25 @@ def test_spec_embeds_config_with_extra_forbidden():
     assert ok.backend.logger == ("wandb",)
     with pytest.raises(pydantic.ValidationError):
         Holder.model_validate({"backend": {"kind": "verl", "model": "m", "bogus": 1}})
+
+
+def test_old_mini_batch_key_names_its_replacement(tmp_path):
+    from rollcli.backends.verl.overrides import verl_config_from_mapping
+    from rollcli.errors import SpecError
+    from rollcli.spec import load_spec
+
+    with pytest.raises(ValueError, match="replaced by num_minibatches"):
+        verl_config_from_mapping({"model": "m", "ppo_mini_batch_size": 1024})
+    spec = tmp_path / "old.yaml"
+    spec.write_text(
+        "name: old\nbackend:\n  kind: verl\n  model: tiny\n  ppo_mini_batch_size: 1024\n"
+        "budget: {steps: 2, rollouts_per_step: 16}\nallocators:\n  grpo: {kind: uniform, n: 4}\n"
+    )
+    with pytest.raises(SpecError) as error:
+        load_spec(spec)
+    message = str(error.value)
+    assert "old.yaml:5" in message and "backend.ppo_mini_batch_size" in message
+    assert "replaced by num_minibatches" in message and "rollouts_per_step /" in message
 
 
 def test_config_import_stays_light():
