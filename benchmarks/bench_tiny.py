@@ -22,7 +22,9 @@ Three parts, each printing a Markdown table (and writing JSON next to ``--out``)
     python benchmarks/bench_tiny.py quickstart --spec experiments/quickstart.yaml
 
 Finished jobs are kept under ``<out>/jobs/<label>-s<seed>-<config hash>`` and reused by any later
-call with the same settings (``--out`` is the cache; ``--cache`` is the base-model cache).
+call with the same settings (``--out`` is the cache; ``--cache`` is the base-model cache). The hash
+is of the resolved configs (presets and defaults filled in): a changed preset or default reruns the
+job, a code change that keeps every value does not (use a fresh ``--out`` then).
 
 Targets: ``fixed`` (``--target``, an accuracy) and ``<baseline>-final`` (the mean final accuracy
 of the baseline's seeds, the spec's ``at: final``). Crossings follow ``rollcli report``
@@ -37,6 +39,7 @@ first target (misses and ties: higher final accuracy).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import math
@@ -184,10 +187,22 @@ def _job_configs(
 
 
 def _job_key(job: dict[str, Any]) -> str:
-    """Content hash of what determines a job's results (not the base-model cache folder)."""
-    payload = {k: job[k] for k in ("backend", "allocator", "budget", "eval")}
-    payload = {**payload, "backend": {k: v for k, v in job["backend"].items() if k != "cache_dir"}}
-    payload["seed"] = job["job"]["seed"]
+    """Content hash of what determines a job's results: the backend and allocator configs as the
+    code resolves them (presets and defaults filled in, so a job whose preset or default values
+    changed runs anew), the budget, evaluation and seed; not the base-model cache folder. A code
+    change that keeps every config value needs a fresh ``--out``."""
+    from rollcli.allocators.registry import create_config
+    from rollcli.backends.tiny.backend import config_from_mapping
+
+    backend = dataclasses.asdict(config_from_mapping(job["backend"]))
+    backend.pop("cache_dir", None)
+    payload = {
+        "backend": backend,
+        "allocator": dataclasses.asdict(create_config(job["allocator"])),
+        "budget": job["budget"],
+        "eval": job["eval"],
+        "seed": job["job"]["seed"],
+    }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12]
 
 
