@@ -6,6 +6,9 @@ the tiny Hugging Face model the eval-job tests load.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -77,6 +80,37 @@ def _check_consistency(
             assert {ref_prompt[r] for r in g["refs"]} == {g["prompt_id"]}
         assert m["prompts_trained"] == len(t["groups"])
     return metrics
+
+
+ROOT = Path(__file__).resolve().parents[3]
+ROLLCLI = [sys.executable, "-c", "from rollcli.cli.app import main; main()"]
+
+
+def _run_train_jobs(spec: Path, runs: Path, timeout: int) -> dict[str, Path]:
+    """``rollcli run SPEC`` into ``runs``; asserts it succeeds and returns each train job's
+    folder by allocator name."""
+    result = subprocess.run(
+        [*ROLLCLI, "run", str(spec), "--runs-dir", str(runs)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    run_dir = runs / yaml.safe_load(spec.read_text())["name"]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    return {
+        j["allocator"]: run_dir / "jobs" / j["id"]
+        for j in manifest["plan"]["jobs"]
+        if j["type"] == "train"
+    }
+
+
+@pytest.fixture
+def run_train_jobs():
+    """``run_train_jobs(spec, runs, timeout)``: run a spec through the CLI, return
+    ``{allocator: job_dir}`` of its train jobs."""
+    return _run_train_jobs
 
 
 @pytest.fixture

@@ -13,9 +13,6 @@ actually did.
 from __future__ import annotations
 
 import importlib.util
-import json
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -32,7 +29,6 @@ pytestmark = [
 ]
 
 ROOT = Path(__file__).resolve().parents[3]
-ROLLCLI = [sys.executable, "-c", "from rollcli.cli.app import main; main()"]
 KNAPSACK = {"kind": "knapsack", "n": 4, "max_n": 10, "min_buffer_length": 4}
 SPEED = {"kind": "speed", "n_screen": 2, "n_continue": 6, "gen_batch_factor": 4}
 
@@ -57,23 +53,8 @@ def _spec(folder: Path) -> Path:
     return path
 
 
-def test_knapsack_and_speed_on_verl(tmp_path, trace, check_consistency):
-    runs = tmp_path / "runs"
-    result = subprocess.run(
-        [*ROLLCLI, "run", str(_spec(tmp_path)), "--runs-dir", str(runs)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
-    run_dir = runs / "verl-cpu-budget"
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    jobs = {
-        j["allocator"]: run_dir / "jobs" / j["id"]
-        for j in manifest["plan"]["jobs"]
-        if j["type"] == "train"
-    }
+def test_knapsack_and_speed_on_verl(tmp_path, trace, check_consistency, run_train_jobs):
+    jobs = run_train_jobs(_spec(tmp_path), tmp_path / "runs", timeout=1200)
 
     # Knapsack: 4 prompts a step, 16 rollouts; steps 1-2 visit all 8 prompts with n = 4 each,
     # steps 3-4 revisit them (4 rewards >= min_buffer_length) and the DP splits the 16

@@ -13,9 +13,6 @@ every trained row, so the checks read what verl actually did.
 from __future__ import annotations
 
 import importlib.util
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +28,6 @@ pytestmark = [
 ]
 
 ROOT = Path(__file__).resolve().parents[3]
-ROLLCLI = [sys.executable, "-c", "from rollcli.cli.app import main; main()"]
 
 
 def _spec(folder: Path) -> Path:
@@ -68,23 +64,8 @@ def _drawn(step: dict) -> dict[int, list[float]]:
     return out
 
 
-def test_pods_and_reinforce_ada_on_verl(tmp_path, trace, check_consistency):
-    runs = tmp_path / "runs"
-    result = subprocess.run(
-        [*ROLLCLI, "run", str(_spec(tmp_path)), "--runs-dir", str(runs)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
-    run_dir = runs / "verl-cpu-peers"
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    jobs = {
-        j["allocator"]: run_dir / "jobs" / j["id"]
-        for j in manifest["plan"]["jobs"]
-        if j["type"] == "train"
-    }
+def test_pods_and_reinforce_ada_on_verl(tmp_path, trace, check_consistency, run_train_jobs):
+    jobs = run_train_jobs(_spec(tmp_path), tmp_path / "runs", timeout=900)
 
     # PODS: one round of 4 prompts x 4; verl trains the max-variance 2 of each
     metrics = check_consistency(jobs["pods"], eval_steps={2}, initial_eval=True)
