@@ -17,6 +17,13 @@ Shaping available (a backend knob pair; off by default):
   ``|y|`` tokens gets ``min(0, -(|y| - (L_max - L_buf)) / L_buf * overlong_penalty_factor)``
   added: nothing up to ``L_max - L_buf``, then linearly down to ``-overlong_penalty_factor`` at
   ``L_max``.
+* a **format score** (verl's ``format_score`` of its rule-based math scorers): a wrong response
+  that still gives an answer in the expected form (a ``\\boxed{}`` for math, a fenced program
+  for code) gets ``format_score`` (in [0, 1)) instead of 0; a right one keeps 1. Only the verl
+  backend has text to check (``backend.format_score``; its reward function flags each response,
+  :mod:`rollcli.backends.verl.rewards`). The sim backend has no text, and the tiny backend's answers
+  are bare digit strings graded token by token (nothing to be well-formed about beyond the end
+  token, which the success already requires), so neither has the knob.
 
 Pure numpy; the backends' configs hold the knobs and call :func:`check_shaping`.
 """
@@ -29,7 +36,9 @@ import numpy as np
 
 __all__ = [
     "SHAPING_DEFAULTS",
+    "check_format_score",
     "check_shaping",
+    "format_bonus",
     "omit_default_shaping",
     "overlong_penalty",
     "shaping_enabled",
@@ -42,6 +51,7 @@ SHAPING_DEFAULTS = {
     "overlong_buffer_len": 0,
     "overlong_penalty_factor": 1.0,
     "reward_deadline_s": 10.0,
+    "format_score": 0.0,
 }
 
 
@@ -75,6 +85,29 @@ def check_shaping(
         )
 
 
+def check_format_score(backend: str, format_score: float) -> None:
+    """Raise ``ValueError`` unless ``format_score`` lies in [0, 1) (a wrong but well-formed
+    answer must earn less than a right one)."""
+    if not (
+        isinstance(format_score, (int, float))
+        and not isinstance(format_score, bool)
+        and 0.0 <= format_score < 1.0
+    ):
+        raise ValueError(
+            f"{backend} backend: format_score must be a number in [0, 1) (0: off; what a wrong "
+            f"but well-formed answer earns), got {format_score!r}"
+        )
+
+
+def format_bonus(success: np.ndarray, formatted: np.ndarray, format_score: float) -> np.ndarray:
+    """``format_score`` for each failed response that is well-formed (``formatted`` 1), else 0."""
+    success = np.asarray(success, dtype=np.float64)
+    formatted = np.asarray(formatted, dtype=np.float64)
+    if format_score <= 0:
+        return np.zeros_like(success)
+    return format_score * (formatted > 0) * (success <= 0)
+
+
 def shaping_enabled(overlong_buffer_len: int, overlong_penalty_factor: float) -> bool:
     """Whether the knobs shape anything (otherwise the training reward is the success)."""
     return overlong_buffer_len > 0 and overlong_penalty_factor > 0
@@ -98,14 +131,22 @@ def training_rewards(
     max_len: int,
     overlong_buffer_len: int = 0,
     overlong_penalty_factor: float = 1.0,
+    format_score: float = 0.0,
+    formatted: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The rewards the advantage uses: ``success`` plus the shaping (aligned arrays)."""
+    """The rewards the advantage uses: ``success`` plus the shaping (aligned arrays;
+    ``formatted``: 1 where a response is well-formed, needed when ``format_score`` > 0)."""
     success = np.asarray(success, dtype=np.float64)
-    if not shaping_enabled(overlong_buffer_len, overlong_penalty_factor):
-        return success
-    return success + overlong_penalty(
-        num_tokens,
-        max_len=max_len,
-        buffer_len=overlong_buffer_len,
-        penalty_factor=overlong_penalty_factor,
-    )
+    out = success
+    if shaping_enabled(overlong_buffer_len, overlong_penalty_factor):
+        out = out + overlong_penalty(
+            num_tokens,
+            max_len=max_len,
+            buffer_len=overlong_buffer_len,
+            penalty_factor=overlong_penalty_factor,
+        )
+    if format_score > 0:
+        if formatted is None:
+            raise ValueError("format_score > 0 needs each response's format flag")
+        out = out + format_bonus(success, formatted, format_score)
+    return out

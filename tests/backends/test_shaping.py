@@ -11,7 +11,13 @@ import pytest
 
 from rollcli.allocators import create_allocator
 from rollcli.allocators.api import Ask, AskItem, BudgetLedger, Group
-from rollcli.backends.shaping import omit_default_shaping, overlong_penalty, training_rewards
+from rollcli.backends.shaping import (
+    check_format_score,
+    format_bonus,
+    omit_default_shaping,
+    overlong_penalty,
+    training_rewards,
+)
 from rollcli.backends.sim import create_sim_backend
 from rollcli.backends.tiny.config import TinyConfig
 from rollcli.train.loop import TrainLoop
@@ -90,3 +96,53 @@ def test_sim_dynamic_sampling_filters_on_success_with_shaping_on():
     assert row["zero_var_frac"] > 0  # the ledger counted flat groups among the generated
     assert row["prompts_trained"] > 0 and row["reward_var"] > 0
     assert "train/shaped_reward_mean" in row
+
+
+def test_format_score_pays_wrong_well_formed_answers_only():
+    """verl's format_score: a wrong response in the expected form earns f, a wrong one without
+    it 0, a right one 1 (not 1 + f); with the overlong penalty both add up."""
+    success = np.array([1.0, 1.0, 0.0, 0.0])
+    formatted = np.array([1.0, 0.0, 1.0, 0.0])
+    np.testing.assert_allclose(format_bonus(success, formatted, 0.1), [0, 0, 0.1, 0])
+    got = training_rewards(
+        success, np.full(4, 5), max_len=20, format_score=0.1, formatted=formatted
+    )
+    np.testing.assert_allclose(got, [1.0, 1.0, 0.1, 0.0])
+    both = training_rewards(
+        success,
+        np.array([5, 5, 16, 16]),
+        max_len=20,
+        overlong_buffer_len=8,
+        format_score=0.1,
+        formatted=formatted,
+    )
+    np.testing.assert_allclose(both, [1.0, 1.0, -0.4, -0.5])
+    with pytest.raises(ValueError, match="format flag"):
+        training_rewards(success, np.full(4, 5), max_len=20, format_score=0.1)
+    with pytest.raises(ValueError, match="verl backend: format_score must be a number in"):
+        check_format_score("verl", 1.0)
+    assert omit_default_shaping({"format_score": 0.0, "lr": 1}) == {"lr": 1}
+
+
+def test_all_wrong_group_is_flat_for_the_allocator_while_format_scores_differ():
+    """The success vs training reward pattern for the format score: an all-wrong group, some of
+    its answers well-formed, is zero-variance for the ledger and its group (what filters read)
+    while its training rewards differ (verl's advantage step: test_verl_advantages.py)."""
+    from rollcli.allocators.api import Outcome
+
+    success = np.zeros(4)
+    outcome = Outcome(
+        prompt_id=0,
+        phase="main",
+        rewards=success,
+        num_tokens=np.full(4, 10, dtype=np.int64),
+        policy_version=0,
+        refs=(0, 1, 2, 3),
+    )
+    _ledger_sees_zero_variance(outcome)
+    group = Group(0, outcome.refs, outcome.rewards)
+    assert group.reward_variance == 0.0
+    shaped = training_rewards(
+        success, outcome.num_tokens, max_len=20, format_score=0.1, formatted=[1, 0, 1, 1]
+    )
+    assert np.ptp(shaped) > 0 and shaped.tolist() == [0.1, 0.0, 0.1, 0.1]

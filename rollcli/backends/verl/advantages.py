@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
-from rollcli.backends.shaping import overlong_penalty, shaping_enabled
+from rollcli.backends.shaping import format_bonus, overlong_penalty, shaping_enabled
 
 __all__ = [
     "BASELINE_KEY",
@@ -59,23 +59,37 @@ def apply_baselines(batch: Any) -> int:
 
 
 def shaped_token_rewards(
-    scores: torch.Tensor, response_mask: torch.Tensor, backend: Any
+    scores: torch.Tensor,
+    response_mask: torch.Tensor,
+    backend: Any,
+    formatted: Sequence[float] | np.ndarray | None = None,
 ) -> torch.Tensor:
     """``token_level_rewards`` from the success scores (``rm_scores``, the score on a response's
-    last token) plus the backend's shaping, added on that same token (DAPO's overlong penalty,
-    ``L_max`` = ``max_response_len``). Without shaping: ``scores`` itself."""
-    if not shaping_enabled(backend.overlong_buffer_len, backend.overlong_penalty_factor):
+    last token) plus the backend's shaping, added on that same token: DAPO's overlong penalty
+    (``L_max`` = ``max_response_len``) and ``format_score`` for a wrong response whose
+    ``formatted`` flag (the reward function's, one per row) is 1. Without shaping: ``scores``
+    itself."""
+    format_score = float(getattr(backend, "format_score", 0.0) or 0.0)
+    overlong = shaping_enabled(backend.overlong_buffer_len, backend.overlong_penalty_factor)
+    if not overlong and format_score <= 0:
         return scores
     lengths = response_mask.sum(-1).long()
-    penalty = overlong_penalty(
-        lengths.numpy(),
-        max_len=backend.max_response_len,
-        buffer_len=backend.overlong_buffer_len,
-        penalty_factor=backend.overlong_penalty_factor,
-    )
+    shaping = np.zeros(len(lengths))
+    if overlong:
+        shaping += overlong_penalty(
+            lengths.numpy(),
+            max_len=backend.max_response_len,
+            buffer_len=backend.overlong_buffer_len,
+            penalty_factor=backend.overlong_penalty_factor,
+        )
+    if format_score > 0:
+        if formatted is None:
+            raise ValueError("format_score > 0 but the batch carries no format flags")
+        success = scores.sum(-1).float().numpy()
+        shaping += format_bonus(success, np.asarray(formatted, dtype=float), format_score)
     out = scores.clone()
     rows = torch.nonzero(lengths > 0).flatten()
-    out[rows, lengths[rows] - 1] += torch.as_tensor(penalty, dtype=out.dtype)[rows]
+    out[rows, lengths[rows] - 1] += torch.as_tensor(shaping, dtype=out.dtype)[rows]
     return out
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from rollcli.backends.shaping import check_shaping
+from rollcli.backends.shaping import check_format_score, check_shaping
 
 __all__ = ["VerlConfig", "TINY_MODEL"]
 
@@ -40,7 +40,10 @@ class VerlConfig:
     ``train_max_samples``/``val_max_samples`` cap the training pool / each benchmark (CPU runs).
     ``overlong_buffer_len``/``overlong_penalty_factor``: DAPO's overlong penalty added to the
     training reward (``L_max`` = ``max_response_len``); the success the allocators read is the
-    reward function's score alone (:mod:`rollcli.backends.shaping`).
+    reward function's score alone (:mod:`rollcli.backends.shaping`). ``format_score`` (in
+    [0, 1), off at 0; ``reward: math`` or ``code``): added to the training reward of a wrong
+    response that is well-formed (a ``\\boxed{}`` answer; a fenced program), as verl's own math
+    scorers' ``format_score``; the success stays 0/1.
     ``trace_groups`` writes every step's asks and trained groups to ``verl/trace.jsonl`` (tests).
     ``test_freq``/``save_freq`` default to the spec's ``eval.every``/``checkpoint.every``.
     ``num_minibatches`` is the number of optimiser steps per training step (per epoch), the knob
@@ -78,6 +81,7 @@ class VerlConfig:
     # success vs training reward (rollcli.backends.shaping): DAPO's overlong penalty, off at 0
     overlong_buffer_len: int = 0
     overlong_penalty_factor: float = 1.0
+    format_score: float = 0.0
     # optimisation (GRPO)
     lr: float = 1.0e-6
     num_minibatches: int = 4
@@ -158,6 +162,12 @@ class VerlConfig:
             raise ValueError(
                 "reward must be 'math', 'code', 'verl' or 'package.module:function', "
                 f"got {self.reward!r}"
+            )
+        check_format_score("verl", self.format_score)
+        if self.format_score > 0 and self.reward not in ("math", "code"):
+            raise ValueError(
+                f"format_score needs reward 'math' or 'code' (rollcli's graders flag a "
+                f"well-formed answer), got reward {self.reward!r}"
             )
         if not (isinstance(self.reward_deadline_s, (int, float)) and self.reward_deadline_s > 0):
             raise ValueError(f"reward_deadline_s must be > 0, got {self.reward_deadline_s!r}")

@@ -23,9 +23,16 @@ success. **Deadlines**: math is graded in a killable worker process
 threads) with a per-answer deadline of ``deadline_s`` (``reward_kwargs``, default 10 s); code
 runs under the sandbox's per-test limit and a per-rollout deadline of ``deadline_s`` too. An
 answer past its deadline scores 0 and is flagged: :func:`compute_score` returns ``{"score": s,
-TIMEOUT_KEY: 0 or 1}``, verl's reward loop carries the flag into the batch (``reward_extra_info``)
+TIMEOUT_KEY: 0 or 1, FORMAT_KEY: 0 or 1}``, verl's reward loop carries the flag into the batch (``reward_extra_info``)
 and the trainer counts it as ``reward/timeouts`` in the step's row. ``verl`` and custom
 functions run in the calling thread with no deadline of rollcli's.
+
+**Format flag**: ``FORMAT_KEY`` is 1.0 when the response is well-formed — math: it has a
+``\\boxed{}`` answer (in the same last 4,000 characters that are graded); code: it has a fenced
+program — else 0.0 (also past the grading deadline, and always for ``verl`` and custom
+rewards). It travels beside the score
+(``reward_extra_info``) and the trainer adds ``backend.format_score`` to the training reward of
+a wrong, well-formed response (:func:`rollcli.backends.shaping.format_bonus`).
 """
 
 from __future__ import annotations
@@ -43,9 +50,11 @@ from typing import Any
 
 __all__ = [
     "DEFAULT_DEADLINE_S",
+    "FORMAT_KEY",
     "TIMEOUT_KEY",
     "code_scores",
     "compute_score",
+    "is_well_formed",
     "math_score",
     "math_scores",
     "toy_reward",
@@ -57,6 +66,7 @@ log = logging.getLogger(__name__)
 _MAX_CHARS = 4000
 DEFAULT_DEADLINE_S = 10.0
 TIMEOUT_KEY = "rollcli_timeout"  # 1.0 where the grader hit its deadline (reward_extra_info)
+FORMAT_KEY = "rollcli_formatted"  # 1.0 where the response has an answer in the expected form
 
 # one grading pool of each kind per process (verl's reward workers call from many threads)
 _LOCK = threading.Lock()
@@ -149,6 +159,20 @@ def code_scores(
     return out
 
 
+def is_well_formed(response: str, mode: str) -> bool:
+    """Whether ``response`` gives an answer in the form ``mode`` grades: a ``\\boxed{}`` in its
+    last 4,000 characters (``math``) or a fenced program (``code``); False for other modes."""
+    if mode == "math":
+        from rollcli.eval.benchmarks.math_sets import last_boxed
+
+        return last_boxed(str(response)[-_MAX_CHARS:]) is not None
+    if mode == "code":
+        from rollcli.eval.graders.code import extract_code
+
+        return extract_code(str(response)) is not None
+    return False
+
+
 def toy_reward(response: str, ground_truth: str) -> float:
     """A deterministic coin per (response, answer): p = 1/2 for a random policy (CPU tests only).
 
@@ -175,14 +199,16 @@ def compute_score(
     **_: Any,
 ) -> dict[str, float]:
     """verl's custom-reward signature; ``mode`` and ``deadline_s`` arrive through
-    ``reward_kwargs``. Returns ``{"score": s, TIMEOUT_KEY: 0.0 or 1.0}`` (the same keys for
-    every row: verl's agent loop stacks them into the batch)."""
+    ``reward_kwargs``. Returns ``{"score": s, TIMEOUT_KEY: 0.0 or 1.0, FORMAT_KEY: 0.0 or
+    1.0}`` (the same keys for every row: verl's agent loop stacks them into the batch)."""
     if mode in ("math", "code"):
         grade = math_scores if mode == "math" else code_scores
         score, timed_out = grade([(solution_str, ground_truth)], float(deadline_s))[0]
-        return {"score": score, TIMEOUT_KEY: float(timed_out)}
+        # an answer past its deadline was never judged: no format score for it either
+        formatted = float(not timed_out and is_well_formed(solution_str, mode))
+        return {"score": score, TIMEOUT_KEY: float(timed_out), FORMAT_KEY: formatted}
     score = _other_score(data_source, solution_str, ground_truth, extra_info, mode)
-    return {"score": score, TIMEOUT_KEY: 0.0}
+    return {"score": score, TIMEOUT_KEY: 0.0, FORMAT_KEY: 0.0}
 
 
 def _other_score(

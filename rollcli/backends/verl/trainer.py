@@ -50,7 +50,7 @@ from rollcli.backends.verl.advantages import (
     shaped_token_rewards,
 )
 from rollcli.backends.verl.overrides import verl_config_from_mapping
-from rollcli.backends.verl.rewards import TIMEOUT_KEY
+from rollcli.backends.verl.rewards import FORMAT_KEY, TIMEOUT_KEY
 from rollcli.backends.verl.rollouts import RolloutStore, pad_for_training
 from rollcli.backends.verl.runner import stop_file
 from rollcli.backends.verl.steps import VerlStepBackend
@@ -211,7 +211,12 @@ class RollcliPPOTrainer(RayPPOTrainer):
             "refs": refs,
         }
         # success stays in the scores (what the allocator read); the advantage uses the shaped
-        rewards = shaped_token_rewards(scores, batch.batch["response_mask"], self.backend_config)
+        rewards = shaped_token_rewards(
+            scores,
+            batch.batch["response_mask"],
+            self.backend_config,
+            batch.non_tensor_batch.get(FORMAT_KEY),
+        )
         if rewards is not scores:
             trained["train_rewards"] = rewards.sum(-1).float().tolist()
             metrics["shaped_reward_mean"] = float(np.mean(trained["train_rewards"]))

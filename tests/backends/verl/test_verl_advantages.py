@@ -134,3 +134,37 @@ def _shaped_batch(rewards, scores, mask, uids):
         },
         non_tensors={"uid": uids, "rollcli_baseline": np.full(len(uids), np.nan)},
     )
+
+
+def test_all_wrong_group_with_well_formed_answers_learns_from_the_format_score() -> None:
+    """format_score in verl's advantage step: the scores of an all-wrong group stay 0 (what the
+    allocator read), the boxed-but-wrong responses get +f on their last token, so verl's GRPO
+    ranks them above the unformatted one; a right answer is not paid twice."""
+    import torch
+    from omegaconf import OmegaConf
+
+    from rollcli.backends.verl.advantages import compute_group_advantages, shaped_token_rewards
+    from rollcli.backends.verl.config import VerlConfig
+
+    length = 6
+    mask = torch.ones(4, length)
+    mask[1, 4:] = 0  # a 4-token response: the bonus goes on its own last token
+    scores = torch.zeros(4, length)
+    config = VerlConfig(model="tiny", max_response_len=length, format_score=0.1)
+    flags = np.array([1.0, 1.0, 0.0, 1.0])
+    rewards = shaped_token_rewards(scores, mask, config, flags)
+    assert scores.sum() == 0
+    np.testing.assert_allclose(rewards.sum(-1).numpy(), [0.1, 0.1, 0.0, 0.1], rtol=1e-6)
+    assert rewards[1, 3] == pytest.approx(0.1) and rewards[0, 5] == pytest.approx(0.1)
+    uids = np.array(["g"] * 4, dtype=object)
+    algorithm = OmegaConf.create({"adv_estimator": "grpo", "norm_adv_by_std_in_grpo": True})
+    adv = compute_group_advantages(_shaped_batch(rewards, scores, mask, uids), algorithm)
+    per_row = (adv.batch["advantages"] * mask).sum(-1) / mask.sum(-1)
+    assert per_row[2] < 0 < per_row[0]  # the unformatted answer is pushed down
+    right = scores.clone()
+    right[0, length - 1] = 1.0  # a right, well-formed answer keeps exactly 1
+    assert shaped_token_rewards(right, mask, config, flags).sum(-1)[0].item() == 1.0
+    with pytest.raises(ValueError, match="no format flags"):
+        shaped_token_rewards(scores, mask, config, None)
+    off = VerlConfig(model="tiny", max_response_len=length)
+    assert shaped_token_rewards(scores, mask, off, flags) is scores

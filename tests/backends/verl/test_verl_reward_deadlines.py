@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from rollcli.backends.verl.rewards import (
+    FORMAT_KEY,
     TIMEOUT_KEY,
     code_scores,
     compute_score,
@@ -42,9 +43,9 @@ def test_a_pathological_math_answer_scores_zero_within_the_deadline():
         results = [c.result() for c in calls]
     elapsed = time.monotonic() - started
     assert results == [
-        {"score": 0.0, TIMEOUT_KEY: 1.0},
-        {"score": 1.0, TIMEOUT_KEY: 0.0},
-        {"score": 0.0, TIMEOUT_KEY: 0.0},
+        {"score": 0.0, TIMEOUT_KEY: 1.0, FORMAT_KEY: 0.0},  # boxed, but never judged
+        {"score": 1.0, TIMEOUT_KEY: 0.0, FORMAT_KEY: 1.0},
+        {"score": 0.0, TIMEOUT_KEY: 0.0, FORMAT_KEY: 1.0},  # wrong but boxed: well-formed
     ]
     assert elapsed < 3 * DEADLINE + 10, elapsed  # one deadline each at worst, and the respawn
     assert math_scores([("\\boxed{\\frac{1}{2}}", "0.5")], deadline_s=DEADLINE) == [(1.0, False)]
@@ -64,11 +65,13 @@ def test_a_hanging_program_scores_zero_at_its_deadline_and_the_next_one_passes()
     assert got == [(0.0, True), (0.0, True), (1.0, False), (0.0, False)]
     assert elapsed < 2 * (4.0 + 3.0) + 30, elapsed  # two deadlines (one worker), its restarts
     result = compute_score("code", right, json.dumps(ADD), mode="code", deadline_s=4.0)
-    assert result == {"score": 1.0, TIMEOUT_KEY: 0.0}
+    assert result == {"score": 1.0, TIMEOUT_KEY: 0.0, FORMAT_KEY: 1.0}
     assert compute_score("code", right, "not json", mode="code") == {
         "score": 0.0,
         TIMEOUT_KEY: 0.0,
+        FORMAT_KEY: 1.0,
     }  # a broken row scores wrong; training goes on
+    assert compute_score("code", "no code", ADD, mode="code")[FORMAT_KEY] == 0.0
 
 
 def test_the_deadline_reaches_verl_only_when_it_is_not_the_default():

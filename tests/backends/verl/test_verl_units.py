@@ -13,7 +13,14 @@ import pytest
 from rollcli.backends.verl import VerlTrainerDrivenError, create_verl_backend
 from rollcli.backends.verl.config import VerlConfig
 from rollcli.backends.verl.data import DataError, prepare_dataset, prepare_eval_suite
-from rollcli.backends.verl.rewards import TIMEOUT_KEY, compute_score, math_score, toy_reward
+from rollcli.backends.verl.rewards import (
+    FORMAT_KEY,
+    TIMEOUT_KEY,
+    compute_score,
+    is_well_formed,
+    math_score,
+    toy_reward,
+)
 
 needs_verl = pytest.mark.skipif(importlib.util.find_spec("verl") is None, reason="needs verl")
 
@@ -35,6 +42,9 @@ def test_config_defaults_and_engine_by_device():
         ({"logger": ("console", "nope")}, "logger"),
         ({"model": ""}, "model"),
         ({"num_minibatches": 0}, "num_minibatches"),
+        ({"format_score": 1.0}, "format_score must be a number in"),
+        ({"format_score": -0.1}, "format_score"),
+        ({"format_score": 0.1, "reward": "verl"}, "format_score needs reward"),
     ],
 )
 def test_config_rejects_bad_knobs(knobs, match):
@@ -134,7 +144,15 @@ def test_rewards():
     assert compute_score("aime24", "\\boxed{27}", "27", mode="math") == {
         "score": 1.0,
         TIMEOUT_KEY: 0.0,
+        FORMAT_KEY: 1.0,
     }
+    # the format flag: an answer in the graded form, right or wrong
+    assert compute_score("aime24", "\\boxed{26}", "27", mode="math")[FORMAT_KEY] == 1.0
+    assert compute_score("aime24", "it is 27", "27", mode="math")[FORMAT_KEY] == 0.0
+    assert is_well_formed("x" * 5000 + "\\boxed{1}", "math")
+    assert not is_well_formed("\\boxed{1}" + "x" * 5000, "math")  # outside the graded tail
+    assert is_well_formed("```python\nprint(1)\n```", "code")
+    assert not is_well_formed("print(1)", "code") and not is_well_formed("\\boxed{1}", "verl")
     coin = [toy_reward(f"r{i}", "7") for i in range(400)]
     assert set(coin) == {0.0, 1.0} and 0.4 < np.mean(coin) < 0.6
     assert toy_reward("same", "7") == toy_reward("same", "7")
@@ -235,4 +253,5 @@ def test_verl_scorers_become_success_rewards(monkeypatch, scored, expected):
     assert compute_score("math_dapo", "Answer: 3", "4", mode="verl") == {
         "score": expected,
         TIMEOUT_KEY: 0.0,
+        FORMAT_KEY: 0.0,
     }
