@@ -117,17 +117,23 @@ class RolloutBreakdown:
         sums = np.concatenate(self._told_sums) if self._told_sums else np.zeros(0, np.int64)
         varied = np.concatenate(self._told_varied) if self._told_varied else np.zeros(0, bool)
         self._told_refs, self._told_tokens, self._told_sums, self._told_varied = [], [], [], []
-        index = {id(r): k for k, r in enumerate(refs)}
-        k = np.array([index.get(id(g.refs), -1) for g in groups], dtype=np.int64)
-        fast = bool((k >= 0).all()) and np.unique(k).size == k.size
-        if fast and all(g.baseline is None for g in groups):
+        group_refs = [g.refs for g in groups]
+        if group_refs == refs:  # every told outcome trains as told, in order (uniform, ...)
+            k = np.arange(len(refs))
+            fast = True
+        else:
+            index = {id(r): k for k, r in enumerate(refs)}
+            k = np.array([index.get(id(r), -1) for r in group_refs], dtype=np.int64)
+            fast = bool((k >= 0).all()) and np.unique(k).size == k.size
+        baselines = [g.baseline for g in groups]
+        if fast and baselines.count(None) == len(baselines):
             signal = varied[k]  # the told outcome's rewards: the group's own
         else:
             signal = informative_mask(groups)
         self._add("informative_groups", int(signal.sum()))
         if fast:
             # every group is a told outcome as it was told: counts by array, no per-rollout work
-            sizes = np.array([len(refs[i]) for i in k.tolist()], dtype=np.int64)
+            sizes = np.fromiter(map(len, refs), np.int64, len(refs))[k]
             for part, mask in (("informative", signal), ("zero_var", ~signal)):
                 self._add(f"{part}_rollouts", int(sizes[mask].sum()))
                 self._add(f"{part}_tokens", int(sums[k[mask]].sum()))

@@ -66,11 +66,14 @@ class UniformAllocator(BaseAllocator):
             return None
         self._asked = True
         prompts = self.source.take(self.batch_prompts)
-        n = self.config.n
-        return Ask(tuple([AskItem(p, n, "main") for p in prompts]))
+        return Ask(tuple(AskItem.many(prompts, self.config.n, "main")))
 
     def _tell(self, outcomes: list[Outcome]) -> None:
-        self._groups = [Group(o.prompt_id, o.refs, o.rewards) for o in outcomes]
+        self._groups = Group.many(
+            [o.prompt_id for o in outcomes],
+            [o.refs for o in outcomes],
+            [o.rewards for o in outcomes],
+        )
 
     def _train_groups(self) -> list[Group]:
         groups, self._groups = self._groups, []

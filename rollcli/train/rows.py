@@ -10,6 +10,7 @@ their rows here, through :class:`rollcli.train.loop.TrainLoop`. Everything in a 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,7 +40,7 @@ def mean_group_variance(reward_arrays: Sequence[np.ndarray]) -> float:
 
 def _flatten(reward_arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """All rewards as one float64 array, and each array's size."""
-    sizes = np.array([len(r) for r in reward_arrays], dtype=np.int64)
+    sizes = np.fromiter(map(len, reward_arrays), np.int64, len(reward_arrays))
     return np.concatenate(reward_arrays).astype(np.float64, copy=False), sizes
 
 
@@ -81,6 +82,13 @@ def step_row(
         rewards, sizes = _flatten(generated)
         reward_mean = float(rewards.mean())
         gen_reward_var = _mean_group_variance(rewards, sizes)
+    trained = [g.rewards for g in groups]
+    # the same arrays in the same order (every generated group trained as told): the same value
+    reward_var = (
+        gen_reward_var
+        if len(trained) == len(generated) and all(map(operator.is_, trained, generated))
+        else mean_group_variance(trained)
+    )
     row: dict[str, Any] = {
         "step": step,
         "cum_rollouts": int(ledger.num_rollouts),
@@ -88,7 +96,7 @@ def step_row(
         "step_rollouts": int(ledger.step_rollouts),
         "step_tokens": int(ledger.step_tokens),
         "reward_mean": reward_mean,
-        "reward_var": mean_group_variance([g.rewards for g in groups]),
+        "reward_var": reward_var,
         "gen_reward_var": gen_reward_var,
         "zero_var_frac": (
             ledger.step_zero_variance_groups / ledger.step_groups if ledger.step_groups else 0.0

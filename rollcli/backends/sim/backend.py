@@ -144,16 +144,13 @@ class SimBackend(BaseBackend):
         else:
             item_rewards = [rewards[a:b] for a, b in zip(starts, ends, strict=True)]
             item_tokens = [tokens[a:b] for a, b in zip(starts, ends, strict=True)]
-        return list(
-            map(
-                Outcome,
-                [i.prompt_id for i in items],
-                [i.phase for i in items],
-                item_rewards,
-                item_tokens,
-                itertools.repeat(self._version),
-                [all_refs[a:b] for a, b in zip(starts, ends, strict=True)],
-            )
+        return Outcome.many(
+            [i.prompt_id for i in items],
+            [i.phase for i in items],
+            item_rewards,
+            item_tokens,
+            self._version,
+            [all_refs[a:b] for a, b in zip(starts, ends, strict=True)],
         )
 
     def update(self, groups: list[Group]) -> dict[str, float]:
