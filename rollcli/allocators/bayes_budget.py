@@ -40,6 +40,11 @@ from rollcli.allocators._common import (
     reward_variance,
 )
 from rollcli.allocators.api import Ask, AskItem, BaseAllocator, Group, Outcome
+from rollcli.allocators.bayes_budget_spread import (
+    baseline_values,
+    rho_squared,
+    spread_baseline_counts,
+)
 from rollcli.allocators.oracle_signal import allocate_from_values, size_menu
 from rollcli.allocators.posterior_signal import PosteriorSignalTable, informative_probability
 from rollcli.allocators.registry import register_allocator
@@ -80,6 +85,8 @@ class BayesBudgetConfig:
     min_evidence: float = 4.0
     train_pilots: Literal["informative", "all", "none"] = "informative"
     candidate_factor: float = 4.0
+    advantage: Literal["group", "baseline"] = "group"
+    saturation_n: float = 0.0
 
     def __post_init__(self) -> None:
         check_group_sizes(self.n_min, self.n_max)
@@ -99,6 +106,11 @@ class BayesBudgetConfig:
             raise ValueError(f"min_evidence must be >= 0, got {self.min_evidence}")
         if not self.candidate_factor >= 1.0:
             raise ValueError(f"candidate_factor must be >= 1, got {self.candidate_factor}")
+        check_choice("advantage", self.advantage, ["group", "baseline"])
+        if not self.saturation_n >= 0.0:
+            raise ValueError(
+                f"saturation_n must be >= 0 (0: no saturation), got {self.saturation_n}"
+            )
 
 
 @register_allocator
@@ -110,6 +122,8 @@ class BayesBudgetAllocator(BaseAllocator):
         "no-pilots": {"pilot_share": 0.0},  # history alone decides
         "signal": {"objective": "signal"},  # what an SGD step follows
         "dr-grpo": {"std_normalize": False},  # advantages without std division
+        # the diversity-aware redesign: posterior-mean baseline, prompt values that saturate
+        "diverse": {"advantage": "baseline", "saturation_n": 8.0, "pilot_share": 0.0},
     }
 
     def __init__(self, config: BayesBudgetConfig, **kwargs: Any) -> None:
@@ -129,6 +143,7 @@ class BayesBudgetAllocator(BaseAllocator):
         self._pilots: dict[int, Outcome] = {}
         self._groups: list[Group] = []
         self._spent = 0
+        self._baselines: dict[int, float] = {}
         self._stats = {"pilots": 0.0, "groups": 0.0, "mean_group_size": 0.0, "evidence": 0.0}
 
     @property
@@ -144,6 +159,7 @@ class BayesBudgetAllocator(BaseAllocator):
         self._pilots = {}
         self._groups = []
         self._spent = 0
+        self._baselines = {}
 
     def _active(self) -> np.ndarray:
         return active_ids(self.source)
@@ -169,14 +185,24 @@ class BayesBudgetAllocator(BaseAllocator):
             return None
         value = informative_probability(self.alpha[uncertain], self.beta[uncertain], cfg.n_pilot)
         chosen = uncertain[_top(value, self.rng.random(uncertain.size), k)]
+        self._note_baselines(chosen)
         return Ask(tuple(AskItem(int(p), cfg.n_pilot, "pilot") for p in chosen))
+
+    def _note_baselines(self, ids: np.ndarray) -> None:
+        """Keep each asked prompt's posterior mean before this step's rewards (its baseline)."""
+        for p in ids:
+            self._baselines.setdefault(
+                int(p), float(self.alpha[p] / (self.alpha[p] + self.beta[p]))
+            )
 
     def _commit_ask(self) -> Ask | None:
         cfg = self.config
         budget = self.rollouts_per_step - self._spent
         ids = self._active()
-        if budget < cfg.n_min or ids.size == 0:
+        if ids.size == 0 or budget < (1 if cfg.advantage == "baseline" else cfg.n_min):
             return None
+        if cfg.advantage == "baseline":
+            return self._baseline_ask(ids, budget)
         keep = int(cfg.candidate_factor * self.rollouts_per_step / _PROBE)
         tie = self.rng.random(ids.size)
         if ids.size > keep:
@@ -184,6 +210,8 @@ class BayesBudgetAllocator(BaseAllocator):
             ids, tie = ids[top], tie[top]
         a, b = self.alpha[ids], self.beta[ids]
         signal, noise = self._table.lookup(a, b)
+        if cfg.saturation_n > 0:  # prompt-specific noise (E[S]^2 standing in for E[S^2])
+            noise = noise + rho_squared(cfg.saturation_n) * signal * signal
         sizes = self._table.sizes
 
         def evaluate(counts: np.ndarray) -> tuple[float, float, float]:
@@ -195,6 +223,18 @@ class BayesBudgetAllocator(BaseAllocator):
                                       objective=cfg.objective, tie_key=tie,
                                       evaluate=evaluate)  # fmt: skip
         chosen = np.flatnonzero(counts)
+        self._note_baselines(ids[chosen])
+        return Ask(tuple(AskItem(int(ids[i]), int(counts[i]), "commit") for i in chosen))
+
+    def _baseline_ask(self, ids: np.ndarray, budget: int) -> Ask | None:
+        """Commit with posterior-baseline groups: the exact split of bayes_budget_spread."""
+        cfg = self.config
+        s, v = baseline_values(self.alpha[ids], self.beta[ids])
+        counts = spread_baseline_counts(s, v, budget, n_max=cfg.n_max,
+                                        rho2=rho_squared(cfg.saturation_n),
+                                        tie_key=self.rng.random(ids.size))  # fmt: skip
+        chosen = np.flatnonzero(counts)
+        self._note_baselines(ids[chosen])
         return Ask(tuple(AskItem(int(ids[i]), int(counts[i]), "commit") for i in chosen))
 
     def _tell(self, outcomes: list[Outcome]) -> None:
@@ -210,7 +250,8 @@ class BayesBudgetAllocator(BaseAllocator):
         committed = set()
         for o in outcomes:
             pilot = self._pilots.get(o.prompt_id)
-            self._groups.append(merge_outcomes(o.prompt_id, [pilot, o] if pilot else [o]))
+            group = merge_outcomes(o.prompt_id, [pilot, o] if pilot else [o])
+            self._groups.append(self._with_baseline(group))
             committed.add(o.prompt_id)
         self._finish(committed)
 
@@ -220,8 +261,9 @@ class BayesBudgetAllocator(BaseAllocator):
         for pid, o in self._pilots.items():
             if pid in committed or rule == "none":
                 continue
-            if rule == "all" or reward_variance(o.rewards) > 0:
-                self._groups.append(Group(pid, o.refs, o.rewards))
+            baseline = self.config.advantage == "baseline"  # every such rollout has an advantage
+            if rule == "all" or baseline or reward_variance(o.rewards) > 0:
+                self._groups.append(self._with_baseline(Group(pid, o.refs, o.rewards)))
         sizes = [g.size for g in self._groups]
         ids = self._active()
         cfg = self.config
@@ -236,6 +278,13 @@ class BayesBudgetAllocator(BaseAllocator):
             else 0.0,
         }
         self._pilots = {}
+
+    def _with_baseline(self, group: Group) -> Group:
+        """The group as trained: GRPO's advantage, or ``r - m`` with its step-start mean."""
+        if self.config.advantage != "baseline":
+            return group
+        return Group(group.prompt_id, group.refs, group.rewards,
+                     baseline=self._baselines[group.prompt_id])  # fmt: skip
 
     def _train_groups(self) -> list[Group]:
         if self._pilots:  # the commit ask had nothing to spend: the pilots alone train
@@ -255,6 +304,7 @@ class BayesBudgetAllocator(BaseAllocator):
             "spent": self._spent,
             "pilots": [outcome_to_json(o) for o in self._pilots.values()],
             "groups": [group_to_json(g) for g in self._groups],
+            "baselines": {str(k): v for k, v in self._baselines.items()},
             "stats": dict(self._stats),
         }
 
@@ -266,6 +316,7 @@ class BayesBudgetAllocator(BaseAllocator):
         pilots = [outcome_from_json(o) for o in state["pilots"]]
         self._pilots = {o.prompt_id: o for o in pilots}
         self._groups = [group_from_json(g) for g in state["groups"]]
+        self._baselines = {int(k): float(v) for k, v in state.get("baselines", {}).items()}
         self._stats = {k: float(v) for k, v in state["stats"].items()}
 
 

@@ -10,6 +10,11 @@ import pytest
 
 from rollcli.allocators import create_allocator
 from rollcli.allocators.bayes_budget import BayesBudgetConfig
+from rollcli.allocators.bayes_budget_spread import (
+    baseline_values,
+    rho_squared,
+    spread_baseline_counts,
+)
 from rollcli.allocators.oracle_signal import group_signal_stats, size_menu
 from rollcli.allocators.posterior_signal import PosteriorSignalTable, posterior_signal_stats
 from rollcli.testing import ScriptedBackend
@@ -182,7 +187,8 @@ def test_state_round_trip_mid_step() -> None:
 @pytest.mark.parametrize(
     ("knob", "value"),
     [("decay", 1.5), ("n_min", 1), ("n_pilot", 0), ("pilot_share", 1.0), ("min_evidence", -1.0),
-     ("candidate_factor", 0.5), ("prior_alpha", 0.0), ("train_pilots", "some")],
+     ("candidate_factor", 0.5), ("prior_alpha", 0.0), ("train_pilots", "some"),
+     ("advantage", "none"), ("saturation_n", -1.0)],
 )  # fmt: skip
 def test_bad_knobs_name_themselves(knob: str, value: object) -> None:
     with pytest.raises(ValueError, match=knob):
@@ -192,3 +198,78 @@ def test_bad_knobs_name_themselves(knob: str, value: object) -> None:
 def test_budget_below_n_min_is_refused() -> None:
     with pytest.raises(ValueError, match="n_min"):
         make([[1.0]], 1)
+
+
+# -- the diversity-aware redesign ----------------------------------------------------------
+def test_baseline_values_by_hand() -> None:
+    # Beta(1, 1): E[p(1-p)] = 1/6, Var(p) = 1/12, so v = 1/6 + 1/12 = 1/4
+    s, v = baseline_values(np.array([1.0, 3.0]), np.array([1.0, 1.0]))
+    assert s[0] == pytest.approx(1 / 6) and v[0] == pytest.approx(1 / 4)
+    # Beta(3, 1): E[p(1-p)] = 3 / (4 * 5), v = s (1 + 1/4)
+    assert s[1] == pytest.approx(0.15) and v[1] == pytest.approx(0.15 * 1.25)
+
+
+def test_saturation_spreads_the_budget() -> None:
+    # four equal prompts near 0.5 with solid evidence: without saturation the split is free to
+    # concentrate; with it the budget goes evenly, since each prompt's j-th rollout gains less
+    s, v = baseline_values(np.full(4, 50.0), np.full(4, 50.0))
+    tie = np.arange(4) / 4
+    even = spread_baseline_counts(s, v, 16, n_max=16, rho2=rho_squared(2), tie_key=tie)
+    np.testing.assert_array_equal(even, [4, 4, 4, 4])
+    # a prompt with five times the others' signal saturates sooner: it carries the most signal
+    # but not all the budget, and the equal ones share the rest within one rollout
+    s2 = np.array([0.25, 0.05, 0.05, 0.05])
+    counts = spread_baseline_counts(s2, s2 * 1.01, 24, n_max=24, rho2=1.0, tie_key=tie)
+    assert counts.sum() == 24 and np.all(counts > 0)
+    assert counts[0] * 0.25 > 2 * counts[1:].max() * 0.05 and np.ptp(counts[1:]) <= 1
+
+
+def test_split_matches_a_brute_force_optimum() -> None:
+    rng = np.random.default_rng(5)
+    s = rng.uniform(0.02, 0.25, 3)
+    v = s * (1 + rng.uniform(0.01, 0.5, 3))
+    rho2 = 0.5
+    best = max(
+        ((i, j, 9 - i - j) for i in range(10) for j in range(10 - i)),
+        key=lambda c: (
+            float(np.dot(c, s))
+            / math.sqrt(float(np.dot(c, v) + rho2 * np.sum((np.array(c) * s) ** 2)))
+        ),
+    )
+    got = spread_baseline_counts(s, v, 9, n_max=9, rho2=rho2, tie_key=np.zeros(3))
+    assert tuple(got) == best
+
+
+def test_diverse_preset_trains_single_rollouts_against_the_posterior_mean() -> None:
+    patterns = [[1.0, 0.0]] * 40
+    alloc, backend = make(patterns, 16, preset="diverse")
+    alloc.alpha[:5] = 9.0  # prompts 0-4: mean 0.9 with evidence: lower signal than unseen ones
+    alloc.start_step(0)
+    ask = alloc.ask()
+    assert {i.phase for i in ask.items} == {"commit"} and ask.num_rollouts == 16
+    assert len(ask.items) == 16 and not set(ask.prompt_ids) & set(range(5))
+    alloc.tell(backend.generate(ask))
+    assert alloc.ask() is None
+    groups = alloc.train_groups()
+    assert len(groups) == 16 and all(g.size == 1 and g.baseline == 0.5 for g in groups)
+
+
+def test_baseline_mode_resumes_mid_step_with_its_baselines() -> None:
+    patterns = [[1.0, 0.0, 0.0], [1.0], [0.0, 1.0], [0.0]] * 3
+    knobs = {"advantage": "baseline", "pilot_share": 0.5, "saturation_n": 4.0}
+    a, backend = make(patterns, 24, **knobs)
+    drive_step(a, backend, 0)
+    a.start_step(1)
+    a.tell(backend.generate(a.ask()))
+    b, _ = make(patterns, 24, **knobs)
+    b.load_state_dict(json.loads(json.dumps(a.state_dict())))
+    ask = a.ask()
+    assert b.ask() == ask
+    out = backend.generate(ask)
+    a.tell(out)
+    b.tell(out)
+    ga, gb = a.train_groups(), b.train_groups()
+    assert [(g.prompt_id, g.refs, g.baseline) for g in ga] == [
+        (g.prompt_id, g.refs, g.baseline) for g in gb
+    ]
+    assert all(g.baseline is not None for g in ga)
