@@ -37,7 +37,6 @@ from rollcli.allocators._common import (
     check_choice,
     check_group_sizes,
     merge_outcomes,
-    reward_variance,
 )
 from rollcli.allocators.api import Ask, AskItem, BaseAllocator, Group, Outcome
 from rollcli.allocators.bayes_budget_spread import (
@@ -190,10 +189,11 @@ class BayesBudgetAllocator(BaseAllocator):
 
     def _note_baselines(self, ids: np.ndarray) -> None:
         """Keep each asked prompt's posterior mean before this step's rewards (its baseline)."""
-        for p in ids:
-            self._baselines.setdefault(
-                int(p), float(self.alpha[p] / (self.alpha[p] + self.beta[p]))
-            )
+        if self.config.advantage != "baseline":
+            return
+        mean = self.alpha[ids] / (self.alpha[ids] + self.beta[ids])
+        fresh = dict(zip(ids.tolist(), mean.tolist(), strict=True))
+        self._baselines = {**fresh, **self._baselines}  # the first ask of the step wins
 
     def _commit_ask(self) -> Ask | None:
         cfg = self.config
@@ -240,8 +240,7 @@ class BayesBudgetAllocator(BaseAllocator):
     def _tell(self, outcomes: list[Outcome]) -> None:
         self._spent += sum(o.num_rollouts for o in outcomes)
         ids = np.fromiter((o.prompt_id for o in outcomes), np.int64, len(outcomes))
-        wins = np.array([float(np.clip(o.rewards, 0.0, 1.0).sum()) for o in outcomes])
-        sizes = np.array([o.num_rollouts for o in outcomes], dtype=float)
+        wins, sizes = _successes(outcomes)
         np.add.at(self.alpha, ids, wins)
         np.add.at(self.beta, ids, sizes - wins)
         if outcomes and outcomes[0].phase == "pilot":
@@ -250,20 +249,26 @@ class BayesBudgetAllocator(BaseAllocator):
         committed = set()
         for o in outcomes:
             pilot = self._pilots.get(o.prompt_id)
-            group = merge_outcomes(o.prompt_id, [pilot, o] if pilot else [o])
-            self._groups.append(self._with_baseline(group))
+            if pilot is None and self.config.advantage == "baseline":
+                self._groups.append(Group(o.prompt_id, o.refs, o.rewards,
+                                          baseline=self._baselines[o.prompt_id]))  # fmt: skip
+            else:
+                group = merge_outcomes(o.prompt_id, [pilot, o] if pilot else [o])
+                self._groups.append(self._with_baseline(group))
             committed.add(o.prompt_id)
         self._finish(committed)
 
     def _finish(self, committed: set[int]) -> None:
         """Add the groups of piloted prompts that got no commit rollouts; fill the statistics."""
         rule = self.config.train_pilots
-        for pid, o in self._pilots.items():
-            if pid in committed or rule == "none":
-                continue
-            baseline = self.config.advantage == "baseline"  # every such rollout has an advantage
-            if rule == "all" or baseline or reward_variance(o.rewards) > 0:
-                self._groups.append(self._with_baseline(Group(pid, o.refs, o.rewards)))
+        left = [o for pid, o in self._pilots.items() if pid not in committed]
+        if left and rule != "none":
+            # every such rollout has an advantage in baseline mode; else it needs variance
+            keep = rule == "all" or self.config.advantage == "baseline"
+            varied = np.ones(len(left), bool) if keep else _varied(left)
+            for o, on in zip(left, varied, strict=True):
+                if on:
+                    self._groups.append(self._with_baseline(Group(o.prompt_id, o.refs, o.rewards)))
         sizes = [g.size for g in self._groups]
         ids = self._active()
         cfg = self.config
@@ -327,7 +332,9 @@ def _top(value: np.ndarray, tie: np.ndarray, k: int) -> np.ndarray:
     cut = np.partition(value, value.size - k)[value.size - k]  # the k-th highest value
     above = np.flatnonzero(value > cut)
     level = np.flatnonzero(value == cut)
-    level = level[np.argsort(tie[level], kind="stable")[: k - above.size]]
+    need = k - above.size
+    if need < level.size:  # only the lowest tie keys of the level matter
+        level = level[np.argpartition(tie[level], need - 1)[:need]]
     picked = np.concatenate([above, level])
     return picked[np.lexsort((tie[picked], -value[picked]))]
 
@@ -345,3 +352,27 @@ def _at_counts(values: np.ndarray, sizes: np.ndarray, counts: np.ndarray) -> np.
     w = np.where(sizes[hi] == c, 1.0, (c - sizes[lo]) / span)
     out[on] = (1 - w) * values[on, lo] + w * values[on, hi]
     return out
+
+
+def _successes(outcomes: list[Outcome]) -> tuple[np.ndarray, np.ndarray]:
+    """Summed rewards clipped to ``[0, 1]`` and rollout counts of each outcome (vectorised)."""
+    sizes = np.fromiter((o.num_rollouts for o in outcomes), np.int64, len(outcomes))
+    if not outcomes:
+        return np.zeros(0), sizes.astype(float)
+    flat = np.clip(np.concatenate([o.rewards for o in outcomes]).astype(float), 0.0, 1.0)
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    wins = np.where(
+        sizes > 0, np.add.reduceat(flat, np.minimum(starts, max(flat.size - 1, 0))), 0.0
+    )
+    return wins, sizes.astype(float)
+
+
+def _varied(outcomes: list[Outcome]) -> np.ndarray:
+    """Whether each outcome's rewards differ (reward variance > 0), without a loop in Python."""
+    sizes = np.fromiter((o.num_rollouts for o in outcomes), np.int64, len(outcomes))
+    flat = np.concatenate([o.rewards for o in outcomes]).astype(float)
+    if flat.size == 0:
+        return np.zeros(len(outcomes), bool)
+    starts = np.minimum(np.concatenate(([0], np.cumsum(sizes)[:-1])), flat.size - 1)
+    high, low = np.maximum.reduceat(flat, starts), np.minimum.reduceat(flat, starts)
+    return (sizes > 1) & (high > low)

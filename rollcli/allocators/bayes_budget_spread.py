@@ -69,14 +69,27 @@ def _fill(gain: np.ndarray, slope: np.ndarray, budget: int, n_max: int, tie: np.
     """Exactly ``budget`` rollouts (or all ``n_max`` each if fewer fit) to the largest gains."""
     if gain.size * n_max <= budget:
         return np.full(gain.size, n_max, dtype=np.int64)
+    counts = np.zeros(gain.size, dtype=np.int64)
+    first = gain - slope
+    if gain.size > budget:
+        # a prompt gets a rollout only if its first marginal is among the budget largest, and
+        # marginals fall with j: the search needs only those prompts (ties at the cut included)
+        cut = np.partition(first, gain.size - budget)[gain.size - budget]
+        on = np.flatnonzero(first >= cut)
+        if on.size < gain.size:
+            counts[on] = _fill(gain[on], slope[on], budget, n_max, tie[on])
+            return counts
     top = float(gain.max() + 1.0)
-    low = float(gain.min() - slope.max() * (2 * n_max + 1) - 1.0)
-    for _ in range(60):  # bisection on the threshold: counts fall as mu rises
+    low = float(first.min() - slope.max() * 2 * n_max - 1.0)
+    for _ in range(50):  # bisection on the threshold: counts fall as mu rises
         mid = 0.5 * (top + low)
-        if _counts_at(gain, slope, mid, n_max).sum() > budget:
+        total = _counts_at(gain, slope, mid, n_max).sum()
+        if total > budget:
             low = mid
         else:
             top = mid
+            if total == budget:
+                break
     counts = _counts_at(gain, slope, top, n_max)
     while (left := budget - int(counts.sum())) > 0:  # the rest: next marginals, best first
         nxt = np.where(counts < n_max, gain - slope * (2 * counts + 1), -np.inf)
