@@ -77,6 +77,7 @@ class BayesBudgetConfig:
     objective: Literal["snr", "signal"] = "snr"
     std_normalize: bool = True
     decay: float = 0.9
+    decay_per: Literal["step", "epoch"] = "step"
     prior_alpha: float = 1.0
     prior_beta: float = 1.0
     n_pilot: int = 4
@@ -86,6 +87,7 @@ class BayesBudgetConfig:
     candidate_factor: float = 4.0
     advantage: Literal["group", "baseline"] = "group"
     saturation_n: float = 0.0
+    saturation_carry: float = 0.0
 
     def __post_init__(self) -> None:
         check_group_sizes(self.n_min, self.n_max)
@@ -106,10 +108,13 @@ class BayesBudgetConfig:
         if not self.candidate_factor >= 1.0:
             raise ValueError(f"candidate_factor must be >= 1, got {self.candidate_factor}")
         check_choice("advantage", self.advantage, ["group", "baseline"])
+        check_choice("decay_per", self.decay_per, ["step", "epoch"])
         if not self.saturation_n >= 0.0:
             raise ValueError(
                 f"saturation_n must be >= 0 (0: no saturation), got {self.saturation_n}"
             )
+        if not 0.0 <= self.saturation_carry <= 1.0:
+            raise ValueError(f"saturation_carry must be in [0, 1], got {self.saturation_carry}")
 
 
 @register_allocator
@@ -152,8 +157,11 @@ class BayesBudgetAllocator(BaseAllocator):
     # -- the step -------------------------------------------------------------------------
     def _start_step(self) -> None:
         cfg = self.config
-        self.alpha = cfg.prior_alpha + cfg.decay * (self.alpha - cfg.prior_alpha)
-        self.beta = cfg.prior_beta + cfg.decay * (self.beta - cfg.prior_beta)
+        keep = cfg.decay
+        if cfg.decay_per == "epoch":  # decay per pass over the pool: per step, budget / pool of it
+            keep = cfg.decay ** min(1.0, self.rollouts_per_step / self.source.num_prompts)
+        self.alpha = cfg.prior_alpha + keep * (self.alpha - cfg.prior_alpha)
+        self.beta = cfg.prior_beta + keep * (self.beta - cfg.prior_beta)
         self._phase = "pilot" if cfg.pilot_share > 0 else "commit"
         self._pilots = {}
         self._groups = []
@@ -229,10 +237,14 @@ class BayesBudgetAllocator(BaseAllocator):
     def _baseline_ask(self, ids: np.ndarray, budget: int) -> Ask | None:
         """Commit with posterior-baseline groups: the exact split of bayes_budget_spread."""
         cfg = self.config
-        s, v = baseline_values(self.alpha[ids], self.beta[ids])
+        a, b = self.alpha[ids], self.beta[ids]
+        s, v = baseline_values(a, b)
+        # the decayed rollouts a prompt already has count against its saturation (a variant)
+        carried = cfg.saturation_carry * (a + b - cfg.prior_alpha - cfg.prior_beta)
         counts = spread_baseline_counts(s, v, budget, n_max=cfg.n_max,
                                         rho2=rho_squared(cfg.saturation_n),
-                                        tie_key=self.rng.random(ids.size))  # fmt: skip
+                                        tie_key=self.rng.random(ids.size),
+                                        carried=np.maximum(carried, 0.0))  # fmt: skip
         chosen = np.flatnonzero(counts)
         self._note_baselines(ids[chosen])
         return Ask(tuple(AskItem(int(ids[i]), int(counts[i]), "commit") for i in chosen))

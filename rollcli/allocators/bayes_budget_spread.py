@@ -49,10 +49,12 @@ def baseline_values(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return s, s * (1.0 + 1.0 / c)
 
 
-def _objective(counts: np.ndarray, s: np.ndarray, v: np.ndarray, rho2: float) -> tuple:
+def _objective(counts, s, v, rho2: float, carried) -> tuple[float, float, float]:
     sig = counts * s
     total_s = float(sig.sum())
-    total_v = float((counts * v).sum() + rho2 * (sig * sig).sum())
+    # the prompt-specific noise of (carried + n) rollouts less that of the carried ones
+    own = rho2 * (s * s * counts * (counts + 2.0 * carried)).sum()
+    total_v = float((counts * v).sum() + own)
     return (total_s / np.sqrt(total_v) if total_v > 0 else 0.0), total_s, total_v
 
 
@@ -106,27 +108,32 @@ def spread_baseline_counts(
     n_max: int,
     rho2: float,
     tie_key: np.ndarray,
+    carried: np.ndarray | None = None,
     max_iters: int = 10,
 ) -> np.ndarray:
     """Rollouts per prompt maximising ``J`` for per-rollout values ``(s, v)`` (module docstring).
 
     Starts from one rollout each for the ``budget`` prompts of highest ``s`` and iterates
     ``lam = sum S / (2 sum V)``; returns the best allocation seen. Spends exactly ``budget``
-    unless the prompts cannot hold it at ``n_max`` each.
+    unless the prompts cannot hold it at ``n_max`` each. ``carried``: rollouts each prompt is
+    counted to hold already in the saturation term (its recent training), so its ``j``-th new
+    rollout gains as the ``(carried + j)``-th would; default none.
     """
+    carried = np.zeros_like(s) if carried is None else np.asarray(carried, dtype=np.float64)
     counts = _fill(s, np.zeros_like(s), budget, 1, tie_key) if s.size > budget else None
     if counts is None:
         counts = _fill(s, rho2 * s * s, budget, n_max, tie_key)
-    best, (best_j, total_s, total_v) = counts, _objective(counts, s, v, rho2)
+    best, (best_j, total_s, total_v) = counts, _objective(counts, s, v, rho2, carried)
     for _ in range(max_iters):
         if total_v <= 0:
             break
         lam = total_s / (2.0 * total_v)
-        new = _fill(s - lam * v, lam * rho2 * s * s, budget, n_max, tie_key)
+        slope = lam * rho2 * s * s
+        new = _fill(s - lam * v - 2.0 * slope * carried, slope, budget, n_max, tie_key)
         if np.array_equal(new, counts):
             break
         counts = new
-        value, total_s, total_v = _objective(counts, s, v, rho2)
+        value, total_s, total_v = _objective(counts, s, v, rho2, carried)
         if value > best_j:
             best, best_j = counts, value
     return best

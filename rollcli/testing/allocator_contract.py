@@ -205,6 +205,19 @@ def contract_cases() -> list[ContractCase]:
             30,
         ),  # fmt: skip
         ContractCase({"kind": "bayes_budget", "pilot_share": 0.0, "std_normalize": False}, 16),
+        ContractCase({"kind": "bayes_budget", "preset": "diverse"}, 16),
+        ContractCase(
+            {
+                "kind": "bayes_budget",
+                "advantage": "baseline",
+                "saturation_n": 2.0,
+                "saturation_carry": 1.0,
+                "decay_per": "epoch",
+                "pilot_share": 0.5,
+                "n_pilot": 2,
+            },
+            24,
+        ),  # fmt: skip
         ContractCase(
             {"kind": "spo", "n": 4, "rho": 0.5, "advantage": "group", "candidate_prompts": 20}, 32
         ),

@@ -188,7 +188,8 @@ def test_state_round_trip_mid_step() -> None:
     ("knob", "value"),
     [("decay", 1.5), ("n_min", 1), ("n_pilot", 0), ("pilot_share", 1.0), ("min_evidence", -1.0),
      ("candidate_factor", 0.5), ("prior_alpha", 0.0), ("train_pilots", "some"),
-     ("advantage", "none"), ("saturation_n", -1.0)],
+     ("advantage", "none"), ("saturation_n", -1.0), ("saturation_carry", 2.0),
+     ("decay_per", "visit")],
 )  # fmt: skip
 def test_bad_knobs_name_themselves(knob: str, value: object) -> None:
     with pytest.raises(ValueError, match=knob):
@@ -273,3 +274,22 @@ def test_baseline_mode_resumes_mid_step_with_its_baselines() -> None:
         (g.prompt_id, g.refs, g.baseline) for g in gb
     ]
     assert all(g.baseline is not None for g in ga)
+
+
+def test_carried_rollouts_count_against_saturation() -> None:
+    # two equal prompts, one already holding 6 rollouts of recent training: with a strong
+    # saturation its new rollouts gain less, so the fresh prompt gets more of the budget
+    s, v = baseline_values(np.full(2, 20.0), np.full(2, 20.0))
+    tie = np.array([0.0, 0.5])
+    plain = spread_baseline_counts(s, v, 8, n_max=8, rho2=4.0, tie_key=tie)
+    held = spread_baseline_counts(s, v, 8, n_max=8, rho2=4.0, tie_key=tie, carried=[6.0, 0.0])
+    np.testing.assert_array_equal(plain, [4, 4])
+    assert held.sum() == 8 and held[0] < held[1]
+
+
+def test_decay_per_epoch_scales_with_the_budget_over_the_pool() -> None:
+    # 8 prompts, 2 rollouts a step: a quarter of a pass per step, so 0.5 ** 0.25 of the evidence
+    alloc, _ = make([[1.0, 0.0]] * 8, 2, decay=0.5, decay_per="epoch", pilot_share=0.0)
+    alloc.alpha[:] = 5.0
+    alloc.start_step(0)
+    np.testing.assert_allclose(alloc.alpha, 1.0 + 4.0 * 0.5**0.25)
