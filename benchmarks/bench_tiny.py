@@ -10,7 +10,8 @@ Three parts, each printing a Markdown table (and writing JSON next to ``--out``)
                 (``rollcli.jobs.train.run_train_job``), ``--parallel`` niced processes at a time,
                 each torch single-threaded, CPU seconds measured per job; then rollouts-to-target
                 and tokens-to-target against the baseline at the spec's learning rate and against
-                the best baseline of the grid, with final accuracy, generated and trained rollouts.
+                the best baseline of the grid, with final accuracy, generated and trained rollouts,
+                and where every rollout went (``rollcli report``'s breakdown; ``<out>/breakdown-*.md``).
 ``quickstart``  wall time of ``rollcli run`` on a spec, with a fresh base-model cache (the
                 one-time build included).
 
@@ -59,7 +60,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from rollcli.store.atomic import atomic_write_json, read_jsonl  # noqa: E402
+from rollcli.store.atomic import atomic_write_json, atomic_write_text, read_jsonl  # noqa: E402
 
 
 # -- timing ---------------------------------------------------------------------------------------
@@ -455,6 +456,26 @@ def allocator_table(table: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def breakdown_markdown(results: dict[str, list[dict]]) -> str:
+    """Where every rollout went, per label: ``rollcli report``'s breakdown tables (seed means of
+    the jobs whose rows carry the breakdown columns; older cached jobs are counted as left out)."""
+    from rollcli.analysis.breakdown import render_breakdown_markdown, run_breakdown
+    from rollcli.analysis.load import JobMetrics, RunData
+
+    jobs = [
+        JobMetrics(f"{label}-s{r['seed']}", label, r["seed"], "done", rows=r["rows"])
+        for label, runs in results.items()
+        for r in runs
+    ]
+    run = RunData(Path("."), "bench-tiny", list(results), {}, None, jobs, {})
+    rows = run_breakdown(run)
+    missing = [label for label in results if label not in {b.allocator for b in rows}]
+    text = render_breakdown_markdown(rows, level=3)
+    return text + (
+        f"No breakdown columns in any job (older rows): {', '.join(missing)}.\n" if missing else ""
+    )
+
+
 # -- quickstart -----------------------------------------------------------------------------------
 def bench_quickstart(spec: Path) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
@@ -567,6 +588,9 @@ def main() -> None:
         stem = args.spec.stem + "".join(f"_{x}" for x in args.set)
         atomic_write_json(args.out / f"allocators-{_slug(stem)}.json", table)
         print(allocator_table(table))
+        breakdown = breakdown_markdown(results)
+        atomic_write_text(args.out / f"breakdown-{_slug(stem)}.md", breakdown)
+        print("\n" + breakdown)
         print(f"\nchild CPU this call: {table['children_cpu_s']:.0f} s")
     else:
         result = bench_quickstart(args.spec)
