@@ -25,6 +25,7 @@ __all__ = [
     "BudgetSpec",
     "CheckpointSpec",
     "EvalSpec",
+    "LiveCodeBenchSpec",
     "LaunchSpec",
     "SpecBase",
     "TargetSpec",
@@ -58,6 +59,18 @@ class BudgetSpec(_Frozen):
     rollouts_per_step: int = Field(gt=0, description="rollouts generated per step")
 
 
+class LiveCodeBenchSpec(_Frozen):
+    """Where jobs read LiveCodeBench: a local copy of the official ``code_generation_lite``
+    release (compute nodes are usually offline, and the release is not shipped with rollcli)."""
+
+    path: str = Field(
+        min_length=1,
+        description="a release jsonl file or the folder of test.jsonl .. test6.jsonl (absolute, "
+        "or relative to where rollcli runs)",
+    )
+    version: str = Field("v6", description="release_v1..release_v6, release_latest, vN or vN_vM")
+
+
 class EvalSpec(_Frozen):
     """When and what to evaluate (the sim and tiny backends evaluate on their own held-out set)."""
 
@@ -73,12 +86,17 @@ class EvalSpec(_Frozen):
     limit: int | None = Field(
         None, ge=1, description="eval jobs: the first N problems of each benchmark (smoke runs)"
     )
+    livecodebench: LiveCodeBenchSpec | None = Field(
+        None, description="the local LiveCodeBench release (needed when the suite has it)"
+    )
 
     def check(self, *, backend: Any) -> list[tuple[tuple[str | int, ...], str]]:
         """Problems of this section with the backend, as (path inside ``eval``, message): names
         the eval benchmark registry does not know, repeated benchmarks, samples of benchmarks
-        outside the suite, ``jobs`` with a backend that runs no eval jobs."""
+        outside the suite, ``jobs`` with a backend that runs no eval jobs, livecodebench without
+        its local release (or a release given without it in the suite, or an unknown version)."""
         problems: list[tuple[tuple[str | int, ...], str]] = []
+        problems += self._livecodebench_problems()
         if self.suite:
             from rollcli.eval.benchmarks import BENCHMARKS
 
@@ -118,12 +136,37 @@ class EvalSpec(_Frozen):
             )
         return problems
 
+    def _livecodebench_problems(self) -> list[tuple[tuple[str | int, ...], str]]:
+        if "livecodebench" in self.suite and self.livecodebench is None:
+            return [
+                (
+                    ("suite", self.suite.index("livecodebench")),
+                    "livecodebench is read from a local copy of its official release: set "
+                    "eval.livecodebench.path to the code_generation_lite jsonl file or folder "
+                    "(and eval.livecodebench.version, default v6)",
+                )
+            ]
+        if self.livecodebench is None:
+            return []
+        if "livecodebench" not in self.suite:
+            return [(("livecodebench",), "is set but livecodebench is not in eval.suite")]
+        from rollcli.eval.benchmarks.base import BenchmarkError
+        from rollcli.eval.benchmarks.livecodebench import release_files
+
+        try:
+            release_files(self.livecodebench.version)
+        except BenchmarkError as error:
+            return [(("livecodebench", "version"), str(error))]
+        return []
+
     @model_serializer(mode="wrap")
     def _omit_unset_limit(self, handler: Any) -> dict[str, Any]:
-        # an unset limit stays out of the dumped spec, so job ids of existing specs do not change
+        # unset knobs stay out of the dumped spec, so job ids of existing specs do not change
         data = handler(self)
-        if isinstance(data, dict) and data.get("limit") is None:
-            data.pop("limit", None)
+        if isinstance(data, dict):
+            for key in ("limit", "livecodebench"):
+                if data.get(key) is None:
+                    data.pop(key, None)
         return data
 
 

@@ -43,3 +43,16 @@ def test_prepare_writes_code_rows_with_lcb_prompts(tmp_path):
     source.write_text(json.dumps(ADD) + "\n" + json.dumps({"problem": "x", "tests": "[]"}) + "\n")
     with pytest.raises(DataError, match=r"code.jsonl\[1\]: tests"):
         prepare_dataset(str(source), tmp_path / "bad.parquet")
+
+
+def test_a_code_benchmark_problem_becomes_a_task_and_back():
+    """LiveCodeBench and HumanEval problems as verl validation rows: the task JSON keeps the
+    tests, the function name, the starter code and the time limit."""
+    from rollcli.eval.benchmarks import load_benchmark
+    from rollcli.eval.benchmarks.code_tasks import problem_task_json
+
+    for problem in load_benchmark("humaneval", limit=2):
+        back = task_problem(problem_task_json(problem), question=problem.question)
+        assert back.tests == problem.tests and back.func_name == problem.func_name
+        assert back.starter_code == problem.starter_code
+        assert back.time_limit_s == problem.time_limit_s

@@ -51,3 +51,38 @@ def test_backend_capabilities_word_the_errors(tmp_path):
     jobs = SPEC + "eval: {jobs: true}\n"
     with pytest.raises(SpecError, match="eval.jobs: separate eval jobs are for the verl backend"):
         load_spec(_write(tmp_path, jobs))
+
+
+LCB_SPEC = """\
+name: lcb
+backend: {kind: verl, model: m, reward: code, train_data: code.jsonl}
+budget: {steps: 3, rollouts_per_step: 64}
+allocators:
+  grpo: {kind: uniform, n: 8}
+eval:
+  suite: [livecodebench]
+"""
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "message"),
+    [
+        ("", "eval.suite[0]", "set eval.livecodebench.path"),
+        ("  livecodebench: {path: lcb, version: v9}\n", "eval.livecodebench.version", "v9"),
+    ],
+)
+def test_livecodebench_needs_its_local_release(tmp_path, extra, field, message):
+    with pytest.raises(SpecError) as info:
+        load_spec(_write(tmp_path, LCB_SPEC + extra))
+    assert f"{field}: " in str(info.value) and message in str(info.value)
+    assert info.value.exit_code == 2
+
+
+def test_livecodebench_release_outside_the_suite_is_refused_and_kept_out_of_dumps(tmp_path):
+    text = LCB_SPEC.replace("[livecodebench]", "[math500]") + "  livecodebench: {path: lcb}\n"
+    with pytest.raises(SpecError, match="eval.livecodebench: is set but livecodebench is not"):
+        load_spec(_write(tmp_path, text))
+    spec = load_spec(_write(tmp_path, LCB_SPEC + "  livecodebench: {path: /data/lcb}\n"))
+    assert spec.to_dict()["eval"]["livecodebench"] == {"path": "/data/lcb", "version": "v6"}
+    plain = load_spec(_write(tmp_path, LCB_SPEC.replace("[livecodebench]", "[math500]")))
+    assert "livecodebench" not in plain.to_dict()["eval"]  # job ids of other specs unchanged

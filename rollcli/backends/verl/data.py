@@ -14,7 +14,9 @@ shipped benchmarks by name, or any ``.json``/``.jsonl``/``.parquet`` file with p
 fields (``problem``|``question``|``prompt`` and ``answer``|``final_answer``|``solution``), or a
 code training set: records with ``problem`` and ``tests`` (:mod:`rollcli.eval.benchmarks.code_tasks`),
 whose ground truth is the task's JSON and whose prompt is LiveCodeBench's format (``ability:
-code``; train them with ``reward: code``). pandas and pyarrow are imported lazily.
+code``; train them with ``reward: code``). The code benchmarks of an eval suite (LiveCodeBench
+from its local release, ``eval.livecodebench``; HumanEval) become code rows the same way, so
+verl's validation grades them in the sandbox. pandas and pyarrow are imported lazily.
 """
 
 from __future__ import annotations
@@ -25,11 +27,17 @@ from pathlib import Path
 from typing import Any
 
 from rollcli.errors import RollcliError
-from rollcli.eval.benchmarks.code_tasks import is_code_task, task_json, task_problem
+from rollcli.eval.benchmarks.code_tasks import (
+    is_code_task,
+    problem_task_json,
+    task_json,
+    task_problem,
+)
 
 __all__ = [
     "DataError",
     "INSTRUCTION",
+    "is_code_gold",
     "prepare_dataset",
     "prepare_eval_suite",
     "load_records",
@@ -147,12 +155,13 @@ def load_records(source: str) -> tuple[str, list[tuple[str, str]]]:
     return name, [_question_answer(r, f"{path}[{i}]") for i, r in enumerate(rows)]
 
 
-def _is_code_gold(gold: str) -> bool:
+def is_code_gold(gold: str) -> bool:
+    """Whether a row's ground truth is a code task's JSON (else a math answer)."""
     return gold.startswith('{"') and '"tests":' in gold
 
 
 def _prompt(question: str, gold: str) -> list[dict[str, str]]:
-    if not _is_code_gold(gold):
+    if not is_code_gold(gold):
         return [{"role": "user", "content": f"{question}\n{INSTRUCTION}"}]
     from rollcli.eval.benchmarks.prompts import messages_for
 
@@ -166,7 +175,7 @@ def _rows(
         {
             "data_source": data_source,
             "prompt": _prompt(question, gold),
-            "ability": "code" if _is_code_gold(gold) else "math",
+            "ability": "code" if is_code_gold(gold) else "math",
             "reward_model": {"style": "rule", "ground_truth": gold},
             "extra_info": {"index": i, "prompt_id": i, "k": int(k), "split": split},
         }
@@ -202,18 +211,52 @@ def prepare_dataset(
     return write_parquet(_rows(name, records, split=split, k=k), out), len(records)
 
 
+def _code_benchmark(
+    name: str, limit: int | None, livecodebench: Mapping[str, Any] | None
+) -> list[tuple[str, str]]:
+    """A code benchmark's problems as (question, task JSON); LiveCodeBench from its local
+    release (``eval.livecodebench``), an unreadable one named as that field."""
+    from rollcli.eval.benchmarks import load_benchmark
+    from rollcli.eval.benchmarks.base import BenchmarkError
+
+    options: dict[str, Any] = {}
+    if name == "livecodebench":
+        lcb = dict(livecodebench or {})
+        if not lcb.get("path"):
+            raise DataError(
+                "eval.livecodebench.path: livecodebench needs the local copy of its official "
+                "release (the code_generation_lite jsonl file or folder)"
+            )
+        options = {"path": lcb["path"], "version": str(lcb.get("version") or "v6")}
+    try:
+        problems = load_benchmark(name, limit=limit, **options)
+    except (BenchmarkError, OSError) as error:
+        field = "eval.livecodebench" if name == "livecodebench" else f"benchmark {name}"
+        raise DataError(f"{field}: {error}") from error
+    return [(p.question, problem_task_json(p)) for p in problems]
+
+
 def prepare_eval_suite(
     suite: Sequence[str],
     out: str | Path,
     *,
     samples: Mapping[str, int] | None = None,
     limit: int | None = None,
+    livecodebench: Mapping[str, Any] | None = None,
 ) -> tuple[Path, int]:
-    """All benchmarks of an eval suite in one parquet; ``extra_info.k`` is each one's avg@k."""
+    """All benchmarks of an eval suite in one parquet; ``extra_info.k`` is each one's avg@k.
+
+    Code benchmarks (``livecodebench`` from ``livecodebench = {path, version}``, ``humaneval``)
+    become code rows (LiveCodeBench's prompt, the task's JSON as ground truth)."""
+    from rollcli.eval.benchmarks import BENCHMARKS
+
     samples = dict(samples or {})
     rows: list[dict[str, Any]] = []
     for bench in suite:
-        name, records = load_records(bench)
+        if bench in BENCHMARKS and BENCHMARKS[bench].kind == "code":
+            name, records = bench, _code_benchmark(bench, limit, livecodebench)
+        else:
+            name, records = load_records(bench)
         if limit is not None:
             records = records[:limit]
         rows.extend(_rows(name, records, split="test", k=int(samples.get(bench, 1))))

@@ -14,7 +14,8 @@ step order:
 2. evaluates it on the spec's suite with :func:`rollcli.eval.runner.evaluate`, one benchmark at a
    time into ``<eval job>/eval/<N>/<benchmark>/`` with that benchmark's k (``eval.samples``),
    ``eval.temperature``, ``eval.top_p``, ``eval.max_tokens`` (default: the backend's
-   ``max_response_len``), the job's seed and ``eval.limit``; engine ``vllm`` when the backend's
+   ``max_response_len``), the job's seed and ``eval.limit`` (LiveCodeBench from the local
+   release of ``eval.livecodebench``); engine ``vllm`` when the backend's
    device is cuda and vllm imports, else ``hf`` (transformers);
 3. writes ``<eval job>/eval/<N>/summary.json`` (the step is done) and the step's row of
    ``<eval job>/metrics.jsonl``: ``step``, ``cum_rollouts`` and ``cum_tokens`` (from the train
@@ -69,6 +70,8 @@ class EvalJobSettings:
     limit: int | None
     device: str
     tensor_parallel: int
+    lcb_path: str | None = None
+    lcb_version: str = "v6"
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> EvalJobSettings:
@@ -89,6 +92,12 @@ class EvalJobSettings:
         )
         max_tokens = evals.get("max_tokens") or backend.get("max_response_len") or 4096
         limit = evals.get("limit")
+        lcb = evals.get("livecodebench") or {}
+        if "livecodebench" in suite and not lcb.get("path"):
+            raise EvalJobError(
+                "eval job config: livecodebench needs eval.livecodebench.path (the local copy "
+                "of its official release)"
+            )
         return cls(
             train_job=str(train_job),
             suite=suite,
@@ -100,6 +109,8 @@ class EvalJobSettings:
             limit=int(limit) if limit is not None else None,
             device=str(backend.get("device") or "cuda"),
             tensor_parallel=int(backend.get("tensor_parallel") or 1),
+            lcb_path=str(lcb["path"]) if lcb.get("path") else None,
+            lcb_version=str(lcb.get("version") or "v6"),
         )
 
 
@@ -235,6 +246,8 @@ def _evaluate_step(
                 model=f"{settings.train_job}/global_step_{step}",
                 engine=engine_kind,
                 pass_ks=(settings.samples[name],),
+                lcb_path=settings.lcb_path,
+                lcb_version=settings.lcb_version,
             )
             summary = evaluate(
                 engine,
@@ -279,7 +292,14 @@ def run_eval_job(
         raise EvalJobError(
             f"{train_dir} has no verl checkpoint (checkpoints/global_step_*/actor) to evaluate"
         )
-    problems = load_suite(EvalSettings(suite=settings.suite, limit=settings.limit))
+    problems = load_suite(
+        EvalSettings(
+            suite=settings.suite,
+            limit=settings.limit,
+            lcb_path=settings.lcb_path,
+            lcb_version=settings.lcb_version,
+        )
+    )
     train_rows = _train_rows(train_dir)
     engine_kind = choose_engine(settings.device)
     for step, ready in sorted(models.items()):

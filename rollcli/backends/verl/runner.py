@@ -79,7 +79,11 @@ def prepare_inputs(job_dir: Path, job: Mapping[str, Any], backend: VerlConfig) -
             prepare_dataset(backend.val_data, val, split="test", limit=backend.val_max_samples)
         elif suite:
             prepare_eval_suite(
-                suite, val, samples=_eval_samples(evaluation, suite), limit=backend.val_max_samples
+                suite,
+                val,
+                samples=_eval_samples(evaluation, suite),
+                limit=backend.val_max_samples,
+                livecodebench=evaluation.get("livecodebench"),
             )
         else:  # verl needs a validation set; with no eval configured it is never generated
             prepare_dataset(backend.train_data, val, split="test", limit=1)

@@ -19,7 +19,7 @@ from typing import Any
 
 from rollcli.eval.benchmarks.base import CodeTest, Problem
 
-__all__ = ["TEST_TYPES", "is_code_task", "task_json", "task_problem"]
+__all__ = ["TEST_TYPES", "is_code_task", "problem_task_json", "task_json", "task_problem"]
 
 TEST_TYPES = ("stdin", "functional", "assert")
 
@@ -89,3 +89,17 @@ def task_problem(
         func_name=spec.get("func_name"),
         time_limit_s=spec.get("time_limit_s"),
     )
+
+
+def problem_task_json(problem: Problem) -> str:
+    """A code benchmark's :class:`Problem` (LiveCodeBench, HumanEval) as a task's canonical JSON,
+    the inverse of :func:`task_problem` (so a benchmark can be a verl validation set)."""
+    record: dict[str, Any] = {
+        "tests": [
+            {"input": t.input, "output": t.output, "testtype": t.testtype} for t in problem.tests
+        ],
+        "func_name": problem.func_name,
+        "starter_code": problem.starter_code,
+        "time_limit_s": problem.time_limit_s,
+    }
+    return task_json(record)

@@ -193,6 +193,25 @@ def test_config_errors_are_clear(tmp_path: Path):
         run_eval_job(job)
 
 
+def test_livecodebench_comes_from_the_specs_local_release():
+    """An eval job reads LiveCodeBench from eval.livecodebench (compute nodes are offline)."""
+    from rollcli.backends.verl.eval_job import EvalJobError, EvalJobSettings
+
+    config = {
+        "job": {"train_job": TRAIN, "seed": 1},
+        "eval": {
+            "suite": ["livecodebench"],
+            "livecodebench": {"path": "/data/lcb", "version": "v5_v6"},
+        },
+        "backend": {"max_response_len": 64},
+    }
+    settings = EvalJobSettings.from_config(config)
+    assert (settings.lcb_path, settings.lcb_version) == ("/data/lcb", "v5_v6")
+    del config["eval"]["livecodebench"]
+    with pytest.raises(EvalJobError, match="eval.livecodebench.path"):
+        EvalJobSettings.from_config(config)
+
+
 @pytest.mark.slow
 def test_end_to_end_tiny_model_through_the_job_entry(tmp_path: Path, tiny_model_dir: Path):
     """A real transformers engine on a tiny Qwen2, through ``python -m rollcli.jobs.entry``'s

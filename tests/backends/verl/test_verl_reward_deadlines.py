@@ -78,3 +78,20 @@ def test_the_deadline_reaches_verl_only_when_it_is_not_the_default():
     key = "+reward.custom_reward_function.reward_kwargs.deadline_s"
     assert key not in reward_function_config("math")  # existing specs: the same overrides
     assert reward_function_config("code", 30)[key] == 30.0
+
+
+@needs_sandbox
+def test_validation_grades_each_row_by_its_task():
+    """verl's validation (evaluation.grade_answers): a code row (LiveCodeBench, HumanEval) runs
+    its tests in the sandbox, a math row goes to the math grader, in the suite's order."""
+    from rollcli.backends.verl.evaluation import grade_answers
+
+    right = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+    texts = ["\\boxed{4}", right, "\\boxed{5}", "```python\nprint(0)\n```"]
+    golds = ["4", json.dumps(ADD), "4", json.dumps(ADD)]
+    assert grade_answers(texts, golds, DEADLINE) == [
+        (1.0, False),
+        (1.0, False),  # graded as math it would be wrong: no \boxed{}
+        (0.0, False),
+        (0.0, False),
+    ]

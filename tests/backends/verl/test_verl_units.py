@@ -6,6 +6,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ from rollcli.backends.verl.rewards import (
     toy_reward,
 )
 
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 needs_verl = pytest.mark.skipif(importlib.util.find_spec("verl") is None, reason="needs verl")
 
 
@@ -115,6 +117,40 @@ def test_prepare_train_and_suite(tmp_path):
     assert list(frame["data_source"]) == ["aime24", "aime24", "amc23", "amc23"]
     assert [e["k"] for e in frame["extra_info"]] == [8, 8, 1, 1]
     assert frame.iloc[2]["reward_model"]["ground_truth"] == "27"  # AMC's 27.0
+
+
+def test_code_benchmarks_become_code_validation_rows(tmp_path):
+    """LiveCodeBench (from the local release of eval.livecodebench) and HumanEval in the
+    validation parquet: LiveCodeBench's prompt, the task's tests as ground truth; a missing or
+    absent release is an error naming the field."""
+    import pandas as pd
+
+    from rollcli.backends.verl.data import is_code_gold
+    from rollcli.eval.benchmarks.code_tasks import task_problem
+
+    lcb = {"path": str(FIXTURES / "lcb"), "version": "v6"}
+    path, n = prepare_eval_suite(
+        ["math500", "livecodebench", "humaneval"],
+        tmp_path / "val.parquet",
+        samples={"livecodebench": 4},
+        limit=2,
+        livecodebench=lcb,
+    )
+    frame = pd.read_parquet(path)
+    assert n == 6 and list(frame["ability"]) == ["math"] * 2 + ["code"] * 4
+    assert [e["k"] for e in frame["extra_info"]] == [1, 1, 4, 4, 1, 1]
+    golds = [rm["ground_truth"] for rm in frame["reward_model"]]
+    assert not any(map(is_code_gold, golds[:2])) and all(map(is_code_gold, golds[2:]))
+    first = task_problem(golds[2])
+    assert first.tests and first.tests[0].testtype == "stdin"  # public + private tests
+    assert frame.iloc[2]["prompt"][0]["role"] == "system"  # LiveCodeBench's format
+    assert task_problem(golds[4]).func_name  # HumanEval: assert tests of its entry point
+    with pytest.raises(DataError, match="eval.livecodebench.path: livecodebench needs"):
+        prepare_eval_suite(["livecodebench"], tmp_path / "x.parquet")
+    with pytest.raises(DataError, match="eval.livecodebench: LiveCodeBench path .* not exist"):
+        prepare_eval_suite(
+            ["livecodebench"], tmp_path / "x.parquet", livecodebench={"path": "/no/such/lcb"}
+        )
 
 
 def test_prepare_any_jsonl_and_clear_errors(tmp_path):
