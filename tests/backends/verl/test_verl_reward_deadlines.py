@@ -31,6 +31,16 @@ needs_sandbox = pytest.mark.skipif(
 )
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _close_the_grading_pools():
+    """The reward module keeps one warm pool per process: close it after these tests, so later
+    tests in this process see no sandbox cgroup of ours (tests/eval/test_sandbox.py checks)."""
+    from rollcli.backends.verl import rewards
+
+    yield
+    rewards._close_pools()
+
+
 def test_a_pathological_math_answer_scores_zero_within_the_deadline():
     math_scores([("\\boxed{1}", "2")], deadline_s=DEADLINE)  # the worker started: time the grading
     started = time.monotonic()
