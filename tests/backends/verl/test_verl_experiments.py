@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from rollcli.backends.verl.overrides import VerlPaths, compile_overrides
+from rollcli.backends.verl.overrides import VerlPaths, compile_overrides, verl_config_from_mapping
 
 ROOT = Path(__file__).resolve().parents[3]
-H200 = ["pc-1.5b-h200", "vigor-3b-h200", "compare-h200"]
+GOLDEN = ROOT / "tests" / "golden"
+H200 = ["pc-1.5b-h200", "vigor-3b-h200", "compare-h200", "vigor-code-h200"]
 ROLLCLI = [sys.executable, "-c", "from rollcli.cli.app import main; main()"]
 PATHS = VerlPaths(model="m", train_files="t.parquet", val_files="v.parquet", checkpoints="ckpt")
 
@@ -53,6 +55,147 @@ def test_pc_spec_is_the_published_setting():
     assert alloc["pilot_batch_factor"] == 3 and alloc["replay"]["max_age"] == 5
     assert job.config["budget"]["rollouts_per_step"] == 128 * 128
     assert job.config["eval"]["samples"]["aime24"] == 32
+
+
+def _check_golden(path: Path, text: str) -> None:
+    """``text`` against its golden file (ROLLCLI_UPDATE_GOLDEN=1 rewrites it: review the diff)."""
+    if os.environ.get("ROLLCLI_UPDATE_GOLDEN") == "1":
+        path.write_text(text, "utf-8")
+    assert path.exists(), f"missing golden file {path}; create it with ROLLCLI_UPDATE_GOLDEN=1"
+    assert text == path.read_text("utf-8"), f"{path.name} differs from its golden file"
+
+
+def compiled(name: str) -> dict[str, dict]:
+    """Per allocator (first seed): the verl overrides its train job compiles to, and the reward
+    settings rollcli's trainer applies itself (the success vs training reward split)."""
+    out = {}
+    for job in plan(name).by_type("train"):
+        if job.allocator in out:
+            continue
+        backend = verl_config_from_mapping(job.config["backend"])
+        out[job.allocator] = {
+            "overrides": compile_overrides(job.config, PATHS),
+            "rollcli": {
+                "allocator": job.config["allocator"],
+                "num_minibatches": backend.num_minibatches,
+                "overlong_buffer_len": backend.overlong_buffer_len,
+                "overlong_penalty_factor": backend.overlong_penalty_factor,
+                "format_score": backend.format_score,
+                "reward": backend.reward,
+                "reward_deadline_s": backend.reward_deadline_s,
+            },
+        }
+    return out
+
+
+@pytest.mark.parametrize("name", H200)
+def test_h200_spec_compiles_to_its_golden_overrides(name):
+    got = compiled(name)
+    _check_golden(GOLDEN / "verl" / f"{name}.json", json.dumps(got, indent=1) + "\n")
+
+
+@pytest.mark.parametrize("name", ["pc-1.5b-h200", "compare-h200"])
+def test_pilot_commit_specs_carry_the_official_1p5b_settings(name):
+    """databricks/pilot-commit @ 8ca7605, train_scripts/{grpo,pc,dapo}_qwen2.5-1.5b_*.sh: the
+    "GRPO" baseline is DAPO without dynamic sampling; every arm shares these settings."""
+    for allocator, job in compiled(name).items():
+        lines = set(job["overrides"])
+        for line in (
+            "data.max_prompt_length=2048",
+            "data.max_response_length=8192",
+            "actor_rollout_ref.actor.clip_ratio_low=0.2",
+            "actor_rollout_ref.actor.clip_ratio_high=0.28",
+            "actor_rollout_ref.actor.loss_agg_mode='token-mean'",
+            "actor_rollout_ref.actor.use_kl_loss=false",
+            "algorithm.use_kl_in_reward=false",
+            "actor_rollout_ref.actor.optim.lr=1e-06",
+            "actor_rollout_ref.actor.grad_clip=1.0",
+            "actor_rollout_ref.actor.entropy_coeff=0.0",
+            "actor_rollout_ref.actor.ppo_max_token_len_per_gpu=10240",
+            "actor_rollout_ref.rollout.max_num_batched_tokens=10240",
+            "actor_rollout_ref.rollout.temperature=1.0",
+            "actor_rollout_ref.rollout.top_p=1.0",
+            "actor_rollout_ref.rollout.val_kwargs.temperature=1.0",
+            "actor_rollout_ref.rollout.val_kwargs.top_p=0.7",
+            "++actor_rollout_ref.actor.optim.lr_warmup_steps=10",
+            "++actor_rollout_ref.actor.optim.weight_decay=0.1",
+            "++actor_rollout_ref.actor.clip_ratio_c=10.0",
+            "++actor_rollout_ref.rollout.max_num_seqs=1024",
+            "trainer.nnodes=2",
+            "trainer.n_gpus_per_node=8",
+            "trainer.test_freq=5",
+            "trainer.total_training_steps=1000",
+        ):
+            assert line in lines, (allocator, line)
+        own = job["rollcli"]
+        assert (own["overlong_buffer_len"], own["overlong_penalty_factor"]) == (4096, 1.0)
+        assert own["num_minibatches"] == 4  # 128 prompts / mini-batch 32
+        if allocator == "grpo":  # no dynamic sampling: 128 prompts x 128 rollouts
+            assert (own["allocator"]["kind"], own["allocator"]["n"]) == ("uniform", 128)
+        if allocator == "dapo":  # filter groups on accuracy, gen batch 3 x 128, 10 batches
+            alloc = own["allocator"]
+            assert (alloc["n"], alloc["gen_batch_factor"], alloc["max_gen_batches"]) == (128, 3, 10)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("verl") is None, reason="needs the verl extra")
+def test_the_published_overrides_are_verl_config_keys():
+    """verl's own config composes the spec's overrides and holds the published values; a
+    ``++`` key verl does not have would be added silently, so each must be in verl's defaults."""
+    from omegaconf import OmegaConf
+
+    from rollcli.backends.verl.runner import compose_config
+
+    job = compiled("pc-1.5b-h200")["grpo"]
+    defaults = compose_config([])
+    missing = object()
+    for line in job["overrides"]:
+        if line.startswith("++"):
+            key = line[2:].split("=", 1)[0]
+            assert OmegaConf.select(defaults, key, default=missing) is not missing, key
+    config = compose_config(job["overrides"])
+    actor = config.actor_rollout_ref.actor
+    assert (actor.optim.lr_warmup_steps, actor.optim.weight_decay) == (10, 0.1)
+    assert actor.clip_ratio_c == 10.0 and actor.fsdp_config.optimizer_offload is False
+    assert config.actor_rollout_ref.rollout.max_num_seqs == 1024
+    assert config.actor_rollout_ref.rollout.enable_chunked_prefill is True
+    code = compose_config(compiled("vigor-code-h200")["vigor"]["overrides"])
+    assert code.reward.custom_reward_function.reward_kwargs.mode == "code"
+    assert code.reward.custom_reward_function.reward_kwargs.deadline_s == 60.0
+
+
+def test_vigor_code_spec_trains_on_code_and_validates_on_livecodebench():
+    got = compiled("vigor-code-h200")
+    assert set(got) == {"grpo", "vigor"}
+    for job in got.values():
+        assert job["rollcli"]["reward"] == "code"
+        assert "+reward.custom_reward_function.reward_kwargs.mode='code'" in job["overrides"]
+        assert "actor_rollout_ref.rollout.val_kwargs.n=1" in job["overrides"]
+    train = plan("vigor-code-h200").by_type("train")[0]
+    assert train.config["backend"]["model"] == "Qwen/Qwen3-8B"
+    assert train.config["eval"]["suite"] == ["livecodebench"]
+    assert train.config["eval"]["livecodebench"] == {"path": "data/livecodebench", "version": "v6"}
+    assert got["vigor"]["rollcli"]["allocator"]["m0"] == 2  # G = 8 over T = 4 rounds
+
+
+def test_vigor_code_spec_renders_its_golden_sbatch():
+    """The scripts `rollcli run` submits for experiments/vigor-code-h200.yaml (fixed run folder
+    and interpreter; the jobs themselves travel pickled by submitit, their configs above)."""
+    from rollcli.launch.orchestrate import plan_jobs
+    from rollcli.launch.sbatch import render_plan_scripts
+
+    run = Path("/runs/vigor-code-h200")
+    scripts = render_plan_scripts(
+        plan_jobs(plan("vigor-code-h200"), run),
+        run_dir=run,
+        experiment=run.name,
+        max_array_size=1001,
+        array_parallelism=6,
+        python="/opt/rollcli/bin/python",
+    )
+    assert [(g.name, g.size) for g, _ in scripts] == [("train-0", 6), ("report-0", 1)]
+    text = "".join(f"# ===== {g.name}: {g.size} job(s)\n{t}" for g, t in scripts)
+    assert "#SBATCH --gpus-per-node=8" in text and "#SBATCH --array=0-5%6" in text
+    _check_golden(GOLDEN / "sbatch" / "vigor_code_h200.sh", text)
 
 
 def test_h200_specs_render_sbatch():
