@@ -93,8 +93,8 @@ class PilotCommitConfig:
     on_max_rounds: Literal["error", "stop"] = "error"
     epoch_resets_rounds: bool = False
 
-    # knobs added after specs were written: left out of dumped specs at these values (job ids)
-    LATE_DEFAULTS: ClassVar[dict[str, Any]] = {"epoch_resets_rounds": False}
+    # added after specs were written: left out of dumped specs at its default (job ids)
+    LATE_KNOBS: ClassVar[tuple[str, ...]] = ("epoch_resets_rounds",)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "replay", nested_config("replay", self.replay, ReplayConfig))

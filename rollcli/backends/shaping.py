@@ -35,34 +35,18 @@ import math
 import numpy as np
 
 __all__ = [
-    "SHAPING_DEFAULTS",
+    "SHAPING_KNOBS",
     "check_format_score",
     "check_shaping",
     "format_bonus",
-    "omit_default_shaping",
     "overlong_penalty",
     "shaping_enabled",
     "training_rewards",
 ]
 
-# the knobs every backend config has, at their defaults (no shaping), and verl's grading
-# deadline: knobs added after specs were written, left out of dumps at these values
-SHAPING_DEFAULTS = {
-    "overlong_buffer_len": 0,
-    "overlong_penalty_factor": 1.0,
-    "reward_deadline_s": 10.0,
-    "format_score": 0.0,
-}
-
-
-def omit_default_shaping(backend: dict) -> dict:
-    """A dumped backend section without the reward knobs left at their defaults, so the job
-    ids of specs written before the knobs existed do not change."""
-    return {
-        key: value
-        for key, value in backend.items()
-        if key not in SHAPING_DEFAULTS or value != SHAPING_DEFAULTS[key]
-    }
+# the knobs every backend config has (defaults: no shaping), added after specs were written:
+# each config lists them in its LATE_KNOBS, so dumps leave them out at their defaults (job ids)
+SHAPING_KNOBS = ("overlong_buffer_len", "overlong_penalty_factor")
 
 
 def check_shaping(

@@ -17,7 +17,6 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_serializer
 
-from rollcli.backends.shaping import omit_default_shaping
 from rollcli.errors import suggest
 
 __all__ = [
@@ -33,6 +32,8 @@ __all__ = [
     "WandbSpec",
     "allocator_config_classes",
     "backend_config_classes",
+    "late_knob_defaults",
+    "omit_late_knobs",
     "spec_model",
 ]
 
@@ -232,10 +233,10 @@ class SpecBase(_Frozen):
         """The resolved spec as plain JSON-able data, sections in the documented order."""
         data = self.model_dump(mode="json")
         if isinstance(data.get("backend"), dict):
-            data["backend"] = omit_default_shaping(data["backend"])
+            data["backend"] = omit_late_knobs(type(self.backend), data["backend"])  # type: ignore[attr-defined]
         if isinstance(data.get("allocators"), dict):
             data["allocators"] = {
-                name: omit_late_defaults(type(self.allocators[name]), config)  # type: ignore[attr-defined]
+                name: omit_late_knobs(type(self.allocators[name]), config)  # type: ignore[attr-defined]
                 for name, config in data["allocators"].items()
             }
         return {key: data[key] for key in SECTION_ORDER if key in data}
@@ -244,13 +245,36 @@ class SpecBase(_Frozen):
         return dataclasses.asdict(self.allocators[name])  # type: ignore[attr-defined]
 
     def backend_dict(self) -> dict[str, Any]:
-        return omit_default_shaping(_plain(dataclasses.asdict(self.backend)))  # type: ignore[attr-defined]
+        config = _plain(dataclasses.asdict(self.backend))  # type: ignore[attr-defined]
+        return omit_late_knobs(type(self.backend), config)  # type: ignore[attr-defined]
 
 
-def omit_late_defaults(config_class: type, config: dict[str, Any]) -> dict[str, Any]:
-    """An allocator's dumped config without the knobs it declares in ``LATE_DEFAULTS`` (added
-    after specs were written) while they hold those values, so existing job ids do not change."""
-    late = getattr(config_class, "LATE_DEFAULTS", {})
+def late_knob_defaults(config_class: type) -> dict[str, Any]:
+    """The knobs a backend or allocator config declares in its ``LATE_KNOBS`` class attribute
+    (added after specs were written), with their field defaults.
+
+    Every component declares them the same way: ``LATE_KNOBS: ClassVar[tuple[str, ...]]``, each
+    name a field of the config dataclass with a plain default. A dumped spec and a job config
+    leave such a knob out while it holds that default (:func:`omit_late_knobs`), so the job ids
+    of specs written before the knob existed do not change.
+    """
+    names = getattr(config_class, "LATE_KNOBS", ())
+    fields = {f.name: f for f in dataclasses.fields(config_class)}
+    defaults = {}
+    for name in names:
+        field = fields.get(name)
+        if field is None or field.default is dataclasses.MISSING:
+            raise TypeError(
+                f"{config_class.__name__}.LATE_KNOBS names {name!r}, which is not a field "
+                "with a plain default"
+            )
+        defaults[name] = field.default
+    return defaults
+
+
+def omit_late_knobs(config_class: type, config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` (a dumped ``config_class``) without its late knobs that hold their defaults."""
+    late = late_knob_defaults(config_class)
     return {key: value for key, value in config.items() if key not in late or value != late[key]}
 
 

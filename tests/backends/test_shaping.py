@@ -14,12 +14,14 @@ from rollcli.allocators.api import Ask, AskItem, BudgetLedger, Group
 from rollcli.backends.shaping import (
     check_format_score,
     format_bonus,
-    omit_default_shaping,
     overlong_penalty,
     training_rewards,
 )
 from rollcli.backends.sim import create_sim_backend
+from rollcli.backends.sim.config import SimConfig
 from rollcli.backends.tiny.config import TinyConfig
+from rollcli.backends.verl.config import VerlConfig
+from rollcli.spec.models import omit_late_knobs
 from rollcli.train.loop import TrainLoop
 
 
@@ -41,9 +43,9 @@ def test_knobs_are_checked_and_left_out_of_dumps_at_their_defaults():
         create_sim_backend({"kind": "sim", "max_tokens": 100, "overlong_buffer_len": 100}, seed=0)
     with pytest.raises(ValueError, match="tiny backend: overlong_penalty_factor"):
         TinyConfig(overlong_buffer_len=2, overlong_penalty_factor=-1.0)
-    assert omit_default_shaping({"lr": 1, "overlong_buffer_len": 0}) == {"lr": 1}
+    assert omit_late_knobs(SimConfig, {"lr": 1, "overlong_buffer_len": 0}) == {"lr": 1}
     kept = {"overlong_buffer_len": 4, "overlong_penalty_factor": 1.0}
-    assert omit_default_shaping(kept) == {"overlong_buffer_len": 4}
+    assert omit_late_knobs(TinyConfig, kept) == {"overlong_buffer_len": 4}
 
 
 def _all_wrong_with_different_lengths(outcomes):
@@ -121,7 +123,7 @@ def test_format_score_pays_wrong_well_formed_answers_only():
         training_rewards(success, np.full(4, 5), max_len=20, format_score=0.1)
     with pytest.raises(ValueError, match="verl backend: format_score must be a number in"):
         check_format_score("verl", 1.0)
-    assert omit_default_shaping({"format_score": 0.0, "lr": 1}) == {"lr": 1}
+    assert omit_late_knobs(VerlConfig, {"format_score": 0.0, "lr": 1}) == {"lr": 1}
 
 
 def test_all_wrong_group_is_flat_for_the_allocator_while_format_scores_differ():

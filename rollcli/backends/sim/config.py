@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from rollcli.backends.shaping import check_shaping
+from rollcli.backends.shaping import SHAPING_KNOBS, check_shaping
 
 __all__ = ["SimConfig"]
 
@@ -58,6 +58,8 @@ class SimConfig:
     """
 
     __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
+    # added after specs were written: left out of dumped specs at their defaults (job ids)
+    LATE_KNOBS: ClassVar[tuple[str, ...]] = SHAPING_KNOBS
     # the spec asks: allocators that need the true success probabilities (oracles) run here
     knows_success_probabilities: ClassVar[bool] = True
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from rollcli.backends.minibatches import check_num_minibatches
-from rollcli.backends.shaping import check_shaping
+from rollcli.backends.shaping import SHAPING_KNOBS, check_shaping
 from rollcli.backends.tiny.tasks import max_answer_len
 
 __all__ = ["TinyConfig", "TASK_KINDS", "MAX_LEVEL"]
@@ -56,6 +56,8 @@ class TinyConfig:
     """
 
     __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
+    # added after specs were written: left out of dumped specs at their defaults (job ids)
+    LATE_KNOBS: ClassVar[tuple[str, ...]] = SHAPING_KNOBS
 
     kind: Literal["tiny"] = "tiny"
     # -- tasks ---------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from rollcli.backends.shaping import check_format_score, check_shaping
+from rollcli.backends.shaping import SHAPING_KNOBS, check_format_score, check_shaping
 
 __all__ = ["VerlConfig", "TINY_MODEL"]
 
@@ -54,6 +54,8 @@ class VerlConfig:
     """
 
     __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
+    # added after specs were written: left out of dumped specs at their defaults (job ids)
+    LATE_KNOBS: ClassVar[tuple[str, ...]] = (*SHAPING_KNOBS, "reward_deadline_s", "format_score")
     # the spec asks: `eval.jobs` (separate jobs evaluating this backend's checkpoints) runs here
     runs_eval_jobs: ClassVar[bool] = True
     # old knob -> the error that names its replacement (spec diagnostics and the job loader)
