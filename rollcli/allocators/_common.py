@@ -16,6 +16,7 @@ from rollcli.allocators.api import Group, Outcome, PromptSource
 __all__ = [
     "merge_outcomes",
     "reward_variance",
+    "check_at_least",
     "check_choice",
     "check_group_sizes",
     "active_ids",
@@ -52,6 +53,15 @@ def reward_variance(rewards: np.ndarray) -> float:
         s = int(r.sum())
         return (n * int(q) - s * s) / (n * n)  # Python ints: one correctly rounded division
     return float(np.var(np.sort(r)))
+
+
+def check_at_least(config: Any, minimum: int, *knobs: str) -> None:
+    """Raise ``ValueError`` naming the first of ``knobs`` (attributes of ``config``) that is
+    below ``minimum`` (or NaN), in the order given."""
+    for knob in knobs:
+        value = getattr(config, knob)
+        if not value >= minimum:
+            raise ValueError(f"{knob} must be >= {minimum}, got {value}")
 
 
 def check_choice(knob: str, value: Any, valid: Sequence[Any]) -> None:

@@ -34,6 +34,7 @@ import numpy as np
 
 from rollcli.allocators._common import (
     active_ids,
+    check_at_least,
     check_choice,
     check_group_sizes,
     merge_outcomes,
@@ -99,14 +100,11 @@ class BayesBudgetConfig:
             raise ValueError(
                 f"prior_alpha and prior_beta must be > 0, got {self.prior_alpha}, {self.prior_beta}"
             )
-        if self.n_pilot < 1:
-            raise ValueError(f"n_pilot must be >= 1, got {self.n_pilot}")
+        check_at_least(self, 1, "n_pilot")
         if not 0.0 <= self.pilot_share < 1.0:
             raise ValueError(f"pilot_share must be in [0, 1), got {self.pilot_share}")
-        if not self.min_evidence >= 0.0:
-            raise ValueError(f"min_evidence must be >= 0, got {self.min_evidence}")
-        if not self.candidate_factor >= 1.0:
-            raise ValueError(f"candidate_factor must be >= 1, got {self.candidate_factor}")
+        check_at_least(self, 0, "min_evidence")
+        check_at_least(self, 1, "candidate_factor")
         check_choice("advantage", self.advantage, ["group", "baseline"])
         check_choice("decay_per", self.decay_per, ["step", "epoch"])
         if not self.saturation_n >= 0.0:

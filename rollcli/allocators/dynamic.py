@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from rollcli.allocators._common import check_choice
+from rollcli.allocators._common import check_at_least, check_choice
 from rollcli.allocators.api import AllocatorError, Ask, AskItem, BaseAllocator, Group, Outcome
 from rollcli.allocators.registry import register_allocator
 from rollcli.allocators.state import group_from_json, group_to_json
@@ -43,8 +43,7 @@ class DynamicConfig:
             raise ValueError(
                 f"n must be >= 2 (a group of one rollout never has spread), got {self.n}"
             )
-        if self.gen_batch_factor < 1:
-            raise ValueError(f"gen_batch_factor must be >= 1, got {self.gen_batch_factor}")
+        check_at_least(self, 1, "gen_batch_factor")
         check_choice("on_max_gen_batches", self.on_max_gen_batches, ["error", "train"])
 
 

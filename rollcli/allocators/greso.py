@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rollcli.allocators._common import check_choice
+from rollcli.allocators._common import check_at_least, check_choice
 from rollcli.allocators.api import AllocatorError, Ask, AskItem, BaseAllocator, Group, Outcome
 from rollcli.allocators.registry import register_allocator
 from rollcli.allocators.state import array_from_json, array_to_json, group_from_json, group_to_json
@@ -110,8 +110,7 @@ class GresoConfig:
             raise ValueError(
                 f"loader_batch must be >= 0 (0: exact round sizes), got {self.loader_batch}"
             )
-        if self.max_rounds < 1:
-            raise ValueError(f"max_rounds must be >= 1, got {self.max_rounds}")
+        check_at_least(self, 1, "max_rounds")
         check_choice("on_max_rounds", self.on_max_rounds, ["error", "stop"])
 
 

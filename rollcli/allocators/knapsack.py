@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rollcli.allocators._common import check_choice
+from rollcli.allocators._common import check_at_least, check_choice
 from rollcli.allocators.api import Ask, AskItem, BaseAllocator, Group, Outcome
 from rollcli.allocators.knapsack_dp import knapsack_budget
 from rollcli.allocators.registry import register_allocator
@@ -58,8 +58,7 @@ class KnapsackConfig:
     arithmetic: Literal["numpy", "numba"] = "numpy"
 
     def __post_init__(self) -> None:
-        if self.n < 1:
-            raise ValueError(f"n must be >= 1, got {self.n}")
+        check_at_least(self, 1, "n")
         if not 1 <= self.min_n <= self.n:
             raise ValueError(f"min_n must be in [1, n={self.n}], got {self.min_n}")
         if self.max_n <= self.min_n:
@@ -70,10 +69,8 @@ class KnapsackConfig:
                 raise ValueError(f"{knob} must be in [0, n={self.n}], got {value}")
         if not 0.0 < self.alpha < 1.0:
             raise ValueError(f"alpha must be in (0, 1), got {self.alpha}")
-        if self.min_buffer_length < 0:
-            raise ValueError(f"min_buffer_length must be >= 0, got {self.min_buffer_length}")
-        if self.reward_buffer_length < 1:
-            raise ValueError(f"reward_buffer_length must be >= 1, got {self.reward_buffer_length}")
+        check_at_least(self, 0, "min_buffer_length")
+        check_at_least(self, 1, "reward_buffer_length")
         check_choice("cost_estimation", self.cost_estimation, ["probability", "expectation"])
         check_choice("estimate", self.estimate, ["robust_visit", "visit", "window"])
         check_choice("arithmetic", self.arithmetic, ["numpy", "numba"])

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from rollcli.allocators._beta import BetaSelector
-from rollcli.allocators._common import check_choice, take_full_batch
+from rollcli.allocators._common import check_at_least, check_choice, take_full_batch
 from rollcli.allocators.api import Group, Outcome
 from rollcli.allocators.registry import register_allocator
 
@@ -54,8 +54,7 @@ class MoppsConfig:
     candidates: Literal["random", "epoch"] = "random"
 
     def __post_init__(self) -> None:
-        if self.n < 1:
-            raise ValueError(f"n must be >= 1, got {self.n}")
+        check_at_least(self, 1, "n")
         if not self.candidate_factor >= 1.0:
             raise ValueError(
                 f"candidate_factor must be >= 1 (the batch is drawn from the candidates), got {self.candidate_factor}"

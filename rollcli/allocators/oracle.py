@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rollcli.allocators._common import check_choice
+from rollcli.allocators._common import check_at_least, check_choice
 from rollcli.allocators.api import AllocatorError, Ask, AskItem, BaseAllocator, Group, Outcome
 from rollcli.allocators.registry import register_allocator
 from rollcli.allocators.state import group_from_json, group_to_json
@@ -37,8 +37,7 @@ class OracleSelectConfig:
     candidate_factor: int = 0
 
     def __post_init__(self) -> None:
-        if self.n < 1:
-            raise ValueError(f"n must be >= 1, got {self.n}")
+        check_at_least(self, 1, "n")
         check_choice("score", self.score, ["variance", "informative"])
         if self.candidate_factor < 0:
             raise ValueError(

@@ -33,6 +33,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from rollcli.allocators._common import (
+    check_at_least,
     check_choice,
     merge_outcomes,
     nested_config,
@@ -98,10 +99,7 @@ class PilotCommitConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "replay", nested_config("replay", self.replay, ReplayConfig))
-        if self.n_pilot < 1:
-            raise ValueError(f"n_pilot must be >= 1, got {self.n_pilot}")
-        if self.n_commit < 1:
-            raise ValueError(f"n_commit must be >= 1, got {self.n_commit}")
+        check_at_least(self, 1, "n_pilot", "n_commit")
         if not 0.0 <= self.p_lower <= self.p_upper <= 1.0:
             raise ValueError(
                 f"need 0 <= p_lower <= p_upper <= 1, got p_lower={self.p_lower}, p_upper={self.p_upper}"
@@ -111,12 +109,7 @@ class PilotCommitConfig:
                 f"evict_at must lie in (p_upper, 1] (or be null to never evict), got {self.evict_at} "
                 f"with p_upper={self.p_upper}"
             )
-        if self.evict_consecutive < 1:
-            raise ValueError(f"evict_consecutive must be >= 1, got {self.evict_consecutive}")
-        if self.pilot_batch_factor < 1:
-            raise ValueError(f"pilot_batch_factor must be >= 1, got {self.pilot_batch_factor}")
-        if self.max_rounds < 1:
-            raise ValueError(f"max_rounds must be >= 1, got {self.max_rounds}")
+        check_at_least(self, 1, "evict_consecutive", "pilot_batch_factor", "max_rounds")
         check_choice("on_max_rounds", self.on_max_rounds, ["error", "stop"])
 
 

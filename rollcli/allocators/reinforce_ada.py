@@ -38,7 +38,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rollcli.allocators._common import check_choice
+from rollcli.allocators._common import check_at_least, check_choice
 from rollcli.allocators.api import Ask, AskItem, BaseAllocator, Group, Outcome
 from rollcli.allocators.registry import register_allocator
 from rollcli.allocators.state import outcome_from_json, outcome_to_json
@@ -65,9 +65,7 @@ class ReinforceAdaConfig:
     global_stats: bool = True
 
     def __post_init__(self) -> None:
-        for knob in ("num_keep", "round_repeat", "max_rounds"):
-            if getattr(self, knob) < 1:
-                raise ValueError(f"{knob} must be >= 1, got {getattr(self, knob)}")
+        check_at_least(self, 1, "num_keep", "round_repeat", "max_rounds")
         if not math.isfinite(self.positive_threshold):
             raise ValueError(f"positive_threshold must be finite, got {self.positive_threshold}")
         check_choice("choice", self.choice, CHOICES)

@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rollcli.allocators._common import check_choice, merge_outcomes
+from rollcli.allocators._common import check_at_least, check_choice, merge_outcomes
 from rollcli.allocators.api import AllocatorError, Ask, AskItem, BaseAllocator, Group, Outcome
 from rollcli.allocators.registry import register_allocator
 from rollcli.allocators.state import outcome_from_json, outcome_to_json
@@ -57,17 +57,13 @@ class SpeedConfig:
             raise ValueError(
                 f"n_screen must be >= 2 (one reward never has spread), got {self.n_screen}"
             )
-        if self.n_continue < 1:
-            raise ValueError(f"n_continue must be >= 1, got {self.n_continue}")
-        if self.gen_batch_factor < 1:
-            raise ValueError(f"gen_batch_factor must be >= 1, got {self.gen_batch_factor}")
+        check_at_least(self, 1, "n_continue", "gen_batch_factor")
         if self.max_gen_calls < 2:
             raise ValueError(
                 f"max_gen_calls must be >= 2 (the call that reaches it gives up), "
                 f"got {self.max_gen_calls}"
             )
-        if self.continue_multiple < 1:
-            raise ValueError(f"continue_multiple must be >= 1, got {self.continue_multiple}")
+        check_at_least(self, 1, "continue_multiple")
         check_choice("on_max_gen_calls", self.on_max_gen_calls, ["error", "train"])
 
 

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from rollcli.allocators._beta import BetaSelector
-from rollcli.allocators._common import check_choice, take_full_batch
+from rollcli.allocators._common import check_at_least, check_choice, take_full_batch
 from rollcli.allocators.api import Group, Outcome
 from rollcli.allocators.registry import register_allocator
 
@@ -50,8 +50,7 @@ class SpoConfig:
     advantage: Literal["baseline", "group"] = "baseline"
 
     def __post_init__(self) -> None:
-        if self.n < 1:
-            raise ValueError(f"n must be >= 1, got {self.n}")
+        check_at_least(self, 1, "n")
         if not 0.0 <= self.rho <= 1.0:
             raise ValueError(f"rho must be in [0, 1], got {self.rho}")
         if not (self.alpha0 > 0.0 and self.beta0 > 0.0):

@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rollcli.allocators._common import check_choice, merge_outcomes, reward_variance
+from rollcli.allocators._common import check_at_least, check_choice, merge_outcomes, reward_variance
 from rollcli.allocators.api import Ask, AskItem, BaseAllocator, Group, Outcome
 from rollcli.allocators.registry import register_allocator
 from rollcli.allocators.state import outcome_from_json, outcome_to_json
@@ -54,8 +54,7 @@ class VigorConfig:
     all_zero: Literal["continue", "stop"] = "continue"
 
     def __post_init__(self) -> None:
-        if self.m0 < 1:
-            raise ValueError(f"m0 must be >= 1, got {self.m0}")
+        check_at_least(self, 1, "m0")
         if not 0.0 < self.alpha <= 1.0:
             raise ValueError(f"alpha must lie in (0, 1], got {self.alpha}")
         if self.gamma <= 0:
