@@ -28,12 +28,7 @@ class BetaSelector(BaseAllocator):
 
     def __init__(self, config: Any, *, alpha0: float, beta0: float, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
-        if self.rollouts_per_step % config.n:
-            raise ValueError(
-                f"{self.kind}: rollouts_per_step={self.rollouts_per_step} is not divisible by "
-                f"n={config.n}"
-            )
-        self.batch_prompts = self.rollouts_per_step // config.n
+        self.batch_prompts = self.prompts_per_step(config.n, f"n={config.n}")
         num = self.source.num_prompts
         self.alpha = np.full(num, float(alpha0))
         self.beta = np.full(num, float(beta0))

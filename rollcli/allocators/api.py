@@ -366,7 +366,7 @@ class BaseAllocator(abc.ABC):
 
     Available to the hooks: ``self.config``, ``self.rollouts_per_step`` (the spec's per-step
     budget; each allocator turns it into a batch size and raises ``ValueError`` naming the knob
-    when it does not divide), ``self.source`` (:class:`PromptSource`: ``take`` in epoch order,
+    when it does not divide, :meth:`prompts_per_step` for a fixed count per prompt), ``self.source`` (:class:`PromptSource`: ``take`` in epoch order,
     ``sample`` at random, ``defer``, ``evict``), ``self.rng`` (seeded from the run seed, saved
     in the state: use it for every random choice), ``self.step`` (0-based), ``self.ledger`` and,
     for ``requires_oracle`` allocators, ``self.oracle``.
@@ -436,6 +436,17 @@ class BaseAllocator(abc.ABC):
         overspends by design states its bound (DAPO: every generation batch it may refill;
         Pilot-Commit: every round's pilots plus one batch of commits). Always an int.
         """
+
+    def prompts_per_step(self, per_prompt: int, knob: str) -> int:
+        """``rollouts_per_step // per_prompt``: the batch size of an allocator that spends
+        ``per_prompt`` rollouts on each prompt; ``ValueError`` naming ``knob`` (e.g. ``"n=8"``)
+        when it does not divide."""
+        if self.rollouts_per_step % per_prompt:
+            raise ValueError(
+                f"{self.kind}: rollouts_per_step={self.rollouts_per_step} is not divisible by "
+                f"{knob}"
+            )
+        return self.rollouts_per_step // per_prompt
 
     @property
     def min_step_rollouts(self) -> int:

@@ -56,11 +56,7 @@ class DynamicAllocator(BaseAllocator):
 
     def __init__(self, config: DynamicConfig, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
-        if self.rollouts_per_step % config.n:
-            raise ValueError(
-                f"dynamic: rollouts_per_step={self.rollouts_per_step} is not divisible by n={config.n}"
-            )
-        self.batch_prompts = self.rollouts_per_step // config.n
+        self.batch_prompts = self.prompts_per_step(config.n, f"n={config.n}")
         self.gen_batch_prompts = config.gen_batch_factor * self.batch_prompts
         self._num_batches = 0
         self._kept: list[Group] = []

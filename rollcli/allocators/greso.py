@@ -213,11 +213,7 @@ class GresoAllocator(BaseAllocator):
 
     def __init__(self, config: GresoConfig, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
-        if self.rollouts_per_step % config.n:
-            raise ValueError(
-                f"greso: rollouts_per_step={self.rollouts_per_step} is not divisible by n={config.n}"
-            )
-        self.batch_prompts = self.rollouts_per_step // config.n
+        self.batch_prompts = self.prompts_per_step(config.n, f"n={config.n}")
         self.max_round = _prompts(config.sampling_factor, self.batch_prompts)
         self.min_round = _prompts(config.min_sampling_factor, self.batch_prompts)
         num = self.source.num_prompts

@@ -112,12 +112,7 @@ class KnapsackAllocator(BaseAllocator):
 
     def __init__(self, config: KnapsackConfig, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
-        if self.rollouts_per_step % config.n:
-            raise ValueError(
-                f"knapsack: rollouts_per_step={self.rollouts_per_step} is not divisible by "
-                f"n={config.n}"
-            )
-        self.batch_prompts = self.rollouts_per_step // config.n
+        self.batch_prompts = self.prompts_per_step(config.n, f"n={config.n}")
         self._history = PromptHistory(config.reward_buffer_length)
         self._p: dict[int, float] = {}  # prompt -> its success-rate estimate (the official ema)
         self._asked = False

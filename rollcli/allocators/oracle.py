@@ -66,12 +66,7 @@ class OracleSelectAllocator(BaseAllocator):
 
     def __init__(self, config: OracleSelectConfig, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
-        if self.rollouts_per_step % config.n:
-            raise ValueError(
-                f"oracle_select: rollouts_per_step={self.rollouts_per_step} is not divisible "
-                f"by n={config.n}"
-            )
-        self.batch_prompts = self.rollouts_per_step // config.n
+        self.batch_prompts = self.prompts_per_step(config.n, f"n={config.n}")
         self._asked = False
         self._groups: list[Group] = []
         self._mean_score = 0.0

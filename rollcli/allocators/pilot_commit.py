@@ -169,12 +169,7 @@ class PilotCommitAllocator(BaseAllocator):
     def __init__(self, config: PilotCommitConfig, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
         per_prompt = config.n_pilot + config.n_commit
-        if self.rollouts_per_step % per_prompt:
-            raise ValueError(
-                f"pilot_commit: rollouts_per_step={self.rollouts_per_step} is not divisible by "
-                f"n_pilot + n_commit = {per_prompt}"
-            )
-        self.batch_prompts = self.rollouts_per_step // per_prompt
+        self.batch_prompts = self.prompts_per_step(per_prompt, f"n_pilot + n_commit = {per_prompt}")
         self.pilot_batch_prompts = config.pilot_batch_factor * self.batch_prompts
         self._buffer: dict[int, _Entry] = {}
         self._seq = 0

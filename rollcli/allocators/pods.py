@@ -149,12 +149,9 @@ class PodsAllocator(BaseAllocator):
         super().__init__(config, **kwargs)
         per_prompt = config.m if config.budget == "trained" else config.n
         knob = "m" if config.budget == "trained" else "n"
-        if self.rollouts_per_step % per_prompt:
-            raise ValueError(
-                f"pods: rollouts_per_step={self.rollouts_per_step} is not divisible by "
-                f"{knob}={per_prompt} (budget={config.budget})"
-            )
-        self.batch_prompts = self.rollouts_per_step // per_prompt
+        self.batch_prompts = self.prompts_per_step(
+            per_prompt, f"{knob}={per_prompt} (budget={config.budget})"
+        )
         self._asked = False
         self._groups: list[Group] = []
         self._mean_top = 0.0

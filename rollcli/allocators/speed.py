@@ -99,12 +99,9 @@ class SpeedAllocator(BaseAllocator):
     def __init__(self, config: SpeedConfig, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
         per_prompt = config.n_screen + config.n_continue
-        if self.rollouts_per_step % per_prompt:
-            raise ValueError(
-                f"speed: rollouts_per_step={self.rollouts_per_step} is not divisible by "
-                f"n_screen + n_continue = {per_prompt}"
-            )
-        self.batch_prompts = self.rollouts_per_step // per_prompt
+        self.batch_prompts = self.prompts_per_step(
+            per_prompt, f"n_screen + n_continue = {per_prompt}"
+        )
         self.gen_batch_prompts = config.gen_batch_factor * self.batch_prompts
         self._entries: dict[int, _Entry] = {}  # seq -> entry, in screening order
         self._queue: list[int] = []  # seqs waiting for their continuation, in order

@@ -39,11 +39,7 @@ class UniformAllocator(BaseAllocator):
 
     def __init__(self, config: UniformConfig, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
-        if self.rollouts_per_step % config.n:
-            raise ValueError(
-                f"uniform: rollouts_per_step={self.rollouts_per_step} is not divisible by n={config.n}"
-            )
-        self.batch_prompts = self.rollouts_per_step // config.n
+        self.batch_prompts = self.prompts_per_step(config.n, f"n={config.n}")
         self._asked = False
         self._groups: list[Group] = []
 

@@ -54,3 +54,16 @@ def test_group_many_equals_the_constructor() -> None:
     assert built[0].rewards is rewards[0] and built[1].size == 1
     with pytest.raises(ValueError, match="one entry per prompt"):
         Group.many([5], [(1, 2), (3,)], rewards)
+
+
+def test_prompts_per_step_names_the_kind_and_the_knob() -> None:
+    from rollcli.allocators import create_allocator
+
+    with pytest.raises(
+        ValueError, match=r"^uniform: rollouts_per_step=20 is not divisible by n=8$"
+    ):
+        create_allocator({"kind": "uniform"}, num_prompts=10, rollouts_per_step=20, seed=0)
+    with pytest.raises(ValueError, match=r"pilot_commit: .* by n_pilot \+ n_commit = 128$"):
+        create_allocator({"kind": "pilot_commit"}, num_prompts=10, rollouts_per_step=20, seed=0)
+    uniform = create_allocator({"kind": "uniform"}, num_prompts=10, rollouts_per_step=64, seed=0)
+    assert uniform.prompts_per_step(16, "n=16") == 4
