@@ -214,26 +214,16 @@ def test_h200_specs_render_sbatch():
 @pytest.mark.verl
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("verl") is None, reason="needs the verl extra")
-def test_verl_cpu_spec_runs_and_reports(tmp_path, check_consistency):
-
+def test_verl_cpu_spec_runs_and_reports(tmp_path, check_consistency, run_train_jobs):
     runs = tmp_path / "runs"
-    result = subprocess.run(
-        [*ROLLCLI, "run", "experiments/verl-cpu.yaml", "--runs-dir", str(runs)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    jobs = run_train_jobs(ROOT / "experiments" / "verl-cpu.yaml", runs, timeout=600)
     run_dir = runs / "verl-cpu"
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    trains = [j for j in manifest["plan"]["jobs"] if j["type"] == "train"]
-    assert {j["allocator"] for j in trains} == {"grpo", "pc"}
-    for job in trains:
-        metrics = check_consistency(run_dir / "jobs" / job["id"], eval_steps={3}, initial_eval=True)
+    assert set(jobs) == {"grpo", "pc"}
+    for allocator, job_dir in jobs.items():
+        metrics = check_consistency(job_dir, eval_steps={3}, initial_eval=True)
         assert [m["step"] for m in metrics] == [1, 2, 3]
         assert "eval/accuracy" in metrics[-1] and "eval/math500" in metrics[-1]
-        if job["allocator"] == "grpo":
+        if allocator == "grpo":
             assert [m["cum_rollouts"] for m in metrics] == [16, 32, 48]
     # the trained checkpoint exports to a Hugging Face folder whose weights moved off the start
     import torch
@@ -241,7 +231,7 @@ def test_verl_cpu_spec_runs_and_reports(tmp_path, check_consistency):
 
     from rollcli.backends.verl.export import export_hf
 
-    grpo = run_dir / "jobs" / next(j["id"] for j in trains if j["allocator"] == "grpo")
+    grpo = jobs["grpo"]
     exported = AutoModelForCausalLM.from_pretrained(export_hf(grpo, tmp_path / "hf"))
     initial = AutoModelForCausalLM.from_pretrained(grpo / "verl" / "model")
     moved = [
@@ -259,29 +249,18 @@ def test_verl_cpu_spec_runs_and_reports(tmp_path, check_consistency):
 @pytest.mark.verl
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("verl") is None, reason="needs the verl extra")
-def test_verl_code_cpu_spec_trains_on_the_code_reward(tmp_path, check_consistency):
+def test_verl_code_cpu_spec_trains_on_the_code_reward(tmp_path, check_consistency, run_train_jobs):
     """The code reward through ``rollcli run`` (GRPO and VIGOR, 3 steps): every response graded
     in the sandbox pool, none past its deadline; all groups are all-wrong for the allocators
     (the tiny model writes no program) and still train on the overlong-shaped reward."""
-    runs = tmp_path / "runs"
-    result = subprocess.run(
-        [*ROLLCLI, "run", "experiments/verl-code-cpu.yaml", "--runs-dir", str(runs)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=1500,
-    )
-    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
-    run_dir = runs / "verl-code-cpu"
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    trains = [j for j in manifest["plan"]["jobs"] if j["type"] == "train"]
-    assert {j["allocator"] for j in trains} == {"grpo", "vigor"}
-    for job in trains:
-        metrics = check_consistency(run_dir / "jobs" / job["id"], eval_steps={3}, initial_eval=True)
+    jobs = run_train_jobs(ROOT / "experiments" / "verl-code-cpu.yaml", tmp_path / "runs", 1500)
+    assert set(jobs) == {"grpo", "vigor"}
+    for allocator, job_dir in jobs.items():
+        metrics = check_consistency(job_dir, eval_steps={3}, initial_eval=True)
         assert [m["reward/timeouts"] for m in metrics] == [0, 0, 0]
         assert all(m["reward_mean"] == 0.0 and m["zero_var_frac"] == 1.0 for m in metrics)
         assert all(
             m["train/shaped_reward_mean"] < 0 for m in metrics if "train/shaped_reward_mean" in m
         )
-        if job["allocator"] == "grpo":  # uniform trains every group: the shaping moves it
+        if allocator == "grpo":  # uniform trains every group: the shaping moves it
             assert any(m["train/pg_loss"] != 0.0 for m in metrics)
