@@ -8,11 +8,9 @@ knapsack, screen + continuation groups for SPEED.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.backends.tiny.conftest import learning_micro_config
 
@@ -30,43 +28,15 @@ ALLOCATORS = {
 }
 
 
-def _spec(folder: Path, backend: dict) -> Path:
-    spec = {
-        "name": f"budget-peers-{backend['kind']}",
-        "backend": backend,
-        "budget": {"steps": 3, "rollouts_per_step": 32},
-        "allocators": ALLOCATORS,
-        "seeds": [0],
-        "eval": {"every": 3},
-        "target": {"baseline": "knapsack"},
-        "launch": {"executor": "local", "max_parallel": 1},
-        "tracking": {"wandb": {"mode": "disabled"}},
-    }
-    path = folder / f"{spec['name']}.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return path
-
-
-def _rows(run_dir: Path) -> dict[str, list[dict]]:
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    out = {}
-    for job in manifest["plan"]["jobs"]:
-        if job["type"] == "train":
-            lines = (run_dir / "jobs" / job["id"] / "metrics.jsonl").read_text().splitlines()
-            out[job["allocator"]] = [json.loads(x) for x in lines if x][1:]  # step rows
-    return out
-
-
 @pytest.mark.parametrize("kind", ["sim", pytest.param("tiny", marks=pytest.mark.slow)])
-def test_knapsack_and_speed_run(cli, tmp_path: Path, kind: str) -> None:
+def test_knapsack_and_speed_run(run_peers, tmp_path: Path, kind: str) -> None:
     if kind == "sim":
         backend = {"kind": "sim", "num_train_prompts": 16, "num_eval_prompts": 32}
     else:
         backend = learning_micro_config(tmp_path / "cache", num_train_prompts=16)
-    runs = tmp_path / "runs"
-    result = cli(["run", str(_spec(tmp_path, backend)), "--runs-dir", str(runs)])
-    assert result.exit_code == 0, result.output[-3000:]
-    rows = _rows(runs / f"budget-peers-{kind}")
+    _, rows = run_peers(
+        f"budget-peers-{kind}", backend, ALLOCATORS, baseline="knapsack", rollouts_per_step=32
+    )
     knapsack, speed = rows["knapsack"], rows["speed"]
     assert [r["step_rollouts"] for r in knapsack] == [32, 32, 32]  # exactly the budget
     assert [r["rollouts_trained"] for r in knapsack] == [32, 32, 32]

@@ -9,9 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
-
-from rollcli.store.atomic import read_json, read_jsonl
 
 ALLOCATORS = {
     "grpo": {"kind": "uniform", "n": 4},
@@ -25,32 +22,12 @@ TINY = {
 }  # fmt: skip
 
 
-def _spec(folder: Path, name: str, backend: dict) -> Path:
-    spec = {
-        "name": name,
-        "backend": backend,
-        "budget": {"steps": 3, "rollouts_per_step": 64},
-        "allocators": ALLOCATORS,
-        "seeds": [0],
-        "eval": {"every": 3},
-        "target": {"baseline": "grpo"},
-        "launch": {"executor": "local", "max_parallel": 2},
-        "tracking": {"wandb": {"mode": "disabled"}},
-    }
-    path = folder / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return path
-
-
-def _check_run(cli, spec: Path, runs: Path) -> None:
-    result = cli(["run", spec, "--runs-dir", runs])
-    assert result.exit_code == 0, result.output
+def _check_run(run_peers, name: str, backend: dict) -> None:
+    result, rows = run_peers(
+        name, backend, ALLOCATORS, baseline="grpo", rollouts_per_step=64, max_parallel=2
+    )
     assert "pods" in result.stdout and "ada" in result.stdout  # the summary table
-    run_dir = runs / spec.stem
-    manifest = read_json(run_dir / "manifest.json")
-    jobs = {j["allocator"]: j["id"] for j in manifest["plan"]["jobs"] if j["type"] == "train"}
-    rows = {a: read_jsonl(run_dir / "jobs" / i / "metrics.jsonl")[1:] for a, i in jobs.items()}
-    for a in jobs:
+    for a in ALLOCATORS:
         assert [r["step"] for r in rows[a]] == [1, 2, 3], a
         assert "eval/accuracy" in rows[a][-1]
     assert [r["step_rollouts"] for r in rows["pods"]] == [256] * 3
@@ -64,12 +41,12 @@ def _check_run(cli, spec: Path, runs: Path) -> None:
         assert 1 <= r["alloc/rounds"] <= 3
 
 
-def test_sim(cli, tmp_path: Path) -> None:
-    backend = {"kind": "sim", "num_train_prompts": 256, "num_eval_prompts": 64}
-    _check_run(cli, _spec(tmp_path, "peers-sim", backend), tmp_path / "runs")
+def test_sim(run_peers) -> None:
+    _check_run(
+        run_peers, "peers-sim", {"kind": "sim", "num_train_prompts": 256, "num_eval_prompts": 64}
+    )
 
 
 @pytest.mark.slow
-def test_tiny(cli, tmp_path: Path) -> None:
-    backend = {**TINY, "cache_dir": str(tmp_path / "cache")}
-    _check_run(cli, _spec(tmp_path, "peers-tiny", backend), tmp_path / "runs")
+def test_tiny(run_peers, tmp_path: Path) -> None:
+    _check_run(run_peers, "peers-tiny", {**TINY, "cache_dir": str(tmp_path / "cache")})
