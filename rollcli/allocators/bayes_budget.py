@@ -71,6 +71,13 @@ class BayesBudgetConfig:
     """
 
     __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
+    # added after specs were written: left out of dumped specs at their defaults (job ids)
+    LATE_KNOBS: ClassVar[tuple[str, ...]] = (
+        "decay_per",
+        "advantage",
+        "saturation_n",
+        "saturation_carry",
+    )
 
     kind: Literal["bayes_budget"] = "bayes_budget"
     n_min: int = 2
