@@ -133,6 +133,15 @@ class BayesBudgetAllocator(BaseAllocator):
         "dr-grpo": {"std_normalize": False},  # advantages without std division
         # the diversity-aware redesign: posterior-mean baseline, prompt values that saturate
         "diverse": {"advantage": "baseline", "saturation_n": 8.0, "pilot_share": 0.0},
+        # its best tiny variant (found after the redesign's design; docs: variants): evidence
+        # decays per pass over the pool and recent rollouts count against a prompt's saturation
+        "diverse-carry": {
+            "advantage": "baseline",
+            "saturation_n": 8.0,
+            "pilot_share": 0.0,
+            "decay_per": "epoch",
+            "saturation_carry": 1.0,
+        },
     }
 
     def __init__(self, config: BayesBudgetConfig, **kwargs: Any) -> None:

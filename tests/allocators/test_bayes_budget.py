@@ -293,3 +293,10 @@ def test_decay_per_epoch_scales_with_the_budget_over_the_pool() -> None:
     alloc.alpha[:] = 5.0
     alloc.start_step(0)
     np.testing.assert_allclose(alloc.alpha, 1.0 + 4.0 * 0.5**0.25)
+
+
+def test_diverse_carry_preset_is_the_recorded_variant() -> None:
+    alloc, _ = make([[1.0, 0.0]] * 8, 4, preset="diverse-carry")
+    cfg = alloc.config
+    assert (cfg.advantage, cfg.saturation_n, cfg.pilot_share) == ("baseline", 8.0, 0.0)
+    assert (cfg.decay_per, cfg.saturation_carry) == ("epoch", 1.0)
