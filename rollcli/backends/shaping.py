@@ -24,6 +24,11 @@ Shaping available (a backend knob pair; off by default):
   :mod:`rollcli.backends.verl.rewards`). The sim backend has no text, and the tiny backend's answers
   are bare digit strings graded token by token (nothing to be well-formed about beyond the end
   token, which the success already requires), so neither has the knob.
+* **partial credit for code** (``backend.code_partial_credit`` = w in [0, 1), verl with
+  ``reward: code``): a failing solution gets w x the fraction of its tests that passed (all of
+  them run, not stopping at the first failure); a passing one keeps 1, a timed-out one gets 0
+  (the reward function reports a fraction of 0 for it). With ``format_score`` the two add up,
+  so their sum must stay <= 1 for a failing solution to earn less than a passing one.
 
 Pure numpy; the backends' configs hold the knobs and call :func:`check_shaping`.
 """
@@ -37,9 +42,11 @@ import numpy as np
 __all__ = [
     "SHAPING_KNOBS",
     "check_format_score",
+    "check_partial_credit",
     "check_shaping",
     "format_bonus",
     "overlong_penalty",
+    "partial_credit_bonus",
     "shaping_enabled",
     "training_rewards",
 ]
@@ -69,18 +76,47 @@ def check_shaping(
         )
 
 
+def _is_share(value: object) -> bool:
+    """A number (not a bool) in [0, 1)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value < 1.0
+
+
 def check_format_score(backend: str, format_score: float) -> None:
     """Raise ``ValueError`` unless ``format_score`` lies in [0, 1) (a wrong but well-formed
     answer must earn less than a right one)."""
-    if not (
-        isinstance(format_score, (int, float))
-        and not isinstance(format_score, bool)
-        and 0.0 <= format_score < 1.0
-    ):
+    if not _is_share(format_score):
         raise ValueError(
             f"{backend} backend: format_score must be a number in [0, 1) (0: off; what a wrong "
             f"but well-formed answer earns), got {format_score!r}"
         )
+
+
+def check_partial_credit(backend: str, partial_credit: float, format_score: float = 0.0) -> None:
+    """Raise ``ValueError`` unless ``partial_credit`` lies in [0, 1) and, with the format
+    score, adds up to at most 1 (a failing solution must earn less than a passing one)."""
+    if not _is_share(partial_credit):
+        raise ValueError(
+            f"{backend} backend: code_partial_credit must be a number in [0, 1) (0: off; what "
+            f"a failing solution earns per unit of its fraction of tests passed), "
+            f"got {partial_credit!r}"
+        )
+    if partial_credit + format_score > 1.0:
+        raise ValueError(
+            f"{backend} backend: code_partial_credit + format_score must be <= 1 (a failing "
+            f"solution must earn less than a passing one), got {partial_credit!r} + "
+            f"{format_score!r}"
+        )
+
+
+def partial_credit_bonus(
+    success: np.ndarray, tests_passed: np.ndarray, partial_credit: float
+) -> np.ndarray:
+    """``partial_credit`` x the fraction of tests passed for each failed solution, else 0."""
+    success = np.asarray(success, dtype=np.float64)
+    fraction = np.clip(np.asarray(tests_passed, dtype=np.float64), 0.0, 1.0)
+    if partial_credit <= 0:
+        return np.zeros_like(success)
+    return partial_credit * fraction * (success <= 0)
 
 
 def format_bonus(success: np.ndarray, formatted: np.ndarray, format_score: float) -> np.ndarray:
@@ -117,9 +153,13 @@ def training_rewards(
     overlong_penalty_factor: float = 1.0,
     format_score: float = 0.0,
     formatted: np.ndarray | None = None,
+    partial_credit: float = 0.0,
+    tests_passed: np.ndarray | None = None,
 ) -> np.ndarray:
     """The rewards the advantage uses: ``success`` plus the shaping (aligned arrays;
-    ``formatted``: 1 where a response is well-formed, needed when ``format_score`` > 0)."""
+    ``formatted``: 1 where a response is well-formed, needed when ``format_score`` > 0;
+    ``tests_passed``: each solution's fraction of tests passed, needed when ``partial_credit``
+    > 0)."""
     success = np.asarray(success, dtype=np.float64)
     out = success
     if shaping_enabled(overlong_buffer_len, overlong_penalty_factor):
@@ -133,4 +173,8 @@ def training_rewards(
         if formatted is None:
             raise ValueError("format_score > 0 needs each response's format flag")
         out = out + format_bonus(success, formatted, format_score)
+    if partial_credit > 0:
+        if tests_passed is None:
+            raise ValueError("code_partial_credit > 0 needs each solution's fraction of tests")
+        out = out + partial_credit_bonus(success, tests_passed, partial_credit)
     return out

@@ -13,8 +13,10 @@ from rollcli.allocators import create_allocator
 from rollcli.allocators.api import Ask, AskItem, BudgetLedger, Group
 from rollcli.backends.shaping import (
     check_format_score,
+    check_partial_credit,
     format_bonus,
     overlong_penalty,
+    partial_credit_bonus,
     training_rewards,
 )
 from rollcli.backends.sim import create_sim_backend
@@ -100,6 +102,23 @@ def test_sim_dynamic_sampling_filters_on_success_with_shaping_on():
     assert "train/shaped_reward_mean" in row
 
 
+def _flat_all_wrong_outcome():
+    """Four failed rollouts of one prompt, checked zero-variance for the ledger and its group."""
+    from rollcli.allocators.api import Outcome
+
+    outcome = Outcome(
+        prompt_id=0,
+        phase="main",
+        rewards=np.zeros(4),
+        num_tokens=np.full(4, 10, dtype=np.int64),
+        policy_version=0,
+        refs=(0, 1, 2, 3),
+    )
+    _ledger_sees_zero_variance(outcome)
+    assert Group(0, outcome.refs, outcome.rewards).reward_variance == 0.0
+    return outcome
+
+
 def test_format_score_pays_wrong_well_formed_answers_only():
     """verl's format_score: a wrong response in the expected form earns f, a wrong one without
     it 0, a right one 1 (not 1 + f); with the overlong penalty both add up."""
@@ -130,21 +149,56 @@ def test_all_wrong_group_is_flat_for_the_allocator_while_format_scores_differ():
     """The success vs training reward pattern for the format score: an all-wrong group, some of
     its answers well-formed, is zero-variance for the ledger and its group (what filters read)
     while its training rewards differ (verl's advantage step: test_verl_advantages.py)."""
-    from rollcli.allocators.api import Outcome
-
-    success = np.zeros(4)
-    outcome = Outcome(
-        prompt_id=0,
-        phase="main",
-        rewards=success,
-        num_tokens=np.full(4, 10, dtype=np.int64),
-        policy_version=0,
-        refs=(0, 1, 2, 3),
-    )
-    _ledger_sees_zero_variance(outcome)
-    group = Group(0, outcome.refs, outcome.rewards)
-    assert group.reward_variance == 0.0
+    outcome = _flat_all_wrong_outcome()
+    success = outcome.rewards
     shaped = training_rewards(
         success, outcome.num_tokens, max_len=20, format_score=0.1, formatted=[1, 0, 1, 1]
     )
     assert np.ptp(shaped) > 0 and shaped.tolist() == [0.1, 0.0, 0.1, 0.1]
+
+
+def test_code_partial_credit_pays_failing_solutions_by_their_fraction_of_tests():
+    """code_partial_credit w: a failing solution earns w x its fraction of tests passed, a
+    passing one stays exactly 1 (not 1 + w), a timed-out one (fraction 0) 0; with the format
+    score both add up, and the knobs are checked."""
+    success = np.array([1.0, 0.0, 0.0, 0.0])
+    passed = np.array([1.0, 0.5, 0.0, 0.75])
+    np.testing.assert_allclose(partial_credit_bonus(success, passed, 0.4), [0, 0.2, 0, 0.3])
+    got = training_rewards(
+        success, np.full(4, 5), max_len=20, partial_credit=0.4, tests_passed=passed
+    )
+    np.testing.assert_allclose(got, [1.0, 0.2, 0.0, 0.3])
+    both = training_rewards(
+        success,
+        np.full(4, 5),
+        max_len=20,
+        format_score=0.1,
+        formatted=np.ones(4),
+        partial_credit=0.4,
+        tests_passed=passed,
+    )
+    np.testing.assert_allclose(both, [1.0, 0.3, 0.1, 0.4])
+    with pytest.raises(ValueError, match="fraction of tests"):
+        training_rewards(success, np.full(4, 5), max_len=20, partial_credit=0.4)
+    with pytest.raises(ValueError, match="verl backend: code_partial_credit must be a number"):
+        check_partial_credit("verl", 1.0)
+    with pytest.raises(ValueError, match=r"code_partial_credit \+ format_score must be <= 1"):
+        check_partial_credit("verl", 0.7, 0.4)
+    check_partial_credit("verl", 0.6, 0.4)  # a failing solution still earns < 1
+    assert omit_late_knobs(VerlConfig, {"code_partial_credit": 0.0, "lr": 1}) == {"lr": 1}
+
+
+def test_all_wrong_group_is_flat_for_the_allocator_while_partial_credits_differ():
+    """The success vs training reward pattern for partial credit: an all-failing group whose
+    solutions pass different shares of their tests is zero-variance for the ledger and its
+    group while its training rewards differ."""
+    outcome = _flat_all_wrong_outcome()
+    success = outcome.rewards
+    shaped = training_rewards(
+        success,
+        outcome.num_tokens,
+        max_len=20,
+        partial_credit=0.5,
+        tests_passed=[0.5, 0.0, 0.25, 0.75],
+    )
+    assert np.ptp(shaped) > 0 and shaped.tolist() == [0.25, 0.0, 0.125, 0.375]

@@ -18,7 +18,12 @@ import numpy as np
 import torch
 from verl.trainer.ppo.ray_trainer import compute_advantage
 
-from rollcli.backends.shaping import format_bonus, overlong_penalty, shaping_enabled
+from rollcli.backends.shaping import (
+    format_bonus,
+    overlong_penalty,
+    partial_credit_bonus,
+    shaping_enabled,
+)
 
 __all__ = [
     "BASELINE_KEY",
@@ -63,15 +68,18 @@ def shaped_token_rewards(
     response_mask: torch.Tensor,
     backend: Any,
     formatted: Sequence[float] | np.ndarray | None = None,
+    tests_passed: Sequence[float] | np.ndarray | None = None,
 ) -> torch.Tensor:
     """``token_level_rewards`` from the success scores (``rm_scores``, the score on a response's
     last token) plus the backend's shaping, added on that same token: DAPO's overlong penalty
-    (``L_max`` = ``max_response_len``) and ``format_score`` for a wrong response whose
-    ``formatted`` flag (the reward function's, one per row) is 1. Without shaping: ``scores``
-    itself."""
+    (``L_max`` = ``max_response_len``), ``format_score`` for a wrong response whose
+    ``formatted`` flag (the reward function's, one per row) is 1, and ``code_partial_credit`` x
+    ``tests_passed`` (the reward function's fraction, one per row) for a failing solution.
+    Without shaping: ``scores`` itself."""
     format_score = float(getattr(backend, "format_score", 0.0) or 0.0)
+    partial_credit = float(getattr(backend, "code_partial_credit", 0.0) or 0.0)
     overlong = shaping_enabled(backend.overlong_buffer_len, backend.overlong_penalty_factor)
-    if not overlong and format_score <= 0:
+    if not overlong and format_score <= 0 and partial_credit <= 0:
         return scores
     lengths = response_mask.sum(-1).long()
     shaping = np.zeros(len(lengths))
@@ -87,6 +95,11 @@ def shaped_token_rewards(
             raise ValueError("format_score > 0 but the batch carries no format flags")
         success = scores.sum(-1).float().numpy()
         shaping += format_bonus(success, np.asarray(formatted, dtype=float), format_score)
+    if partial_credit > 0:
+        if tests_passed is None:
+            raise ValueError("code_partial_credit > 0 but the batch carries no tests-passed column")
+        fraction = np.asarray(tests_passed, dtype=float)
+        shaping += partial_credit_bonus(scores.sum(-1).float().numpy(), fraction, partial_credit)
     out = scores.clone()
     rows = torch.nonzero(lengths > 0).flatten()
     out[rows, lengths[rows] - 1] += torch.as_tensor(shaping, dtype=out.dtype)[rows]

@@ -15,7 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from rollcli.backends.shaping import SHAPING_KNOBS, check_format_score, check_shaping
+from rollcli.backends.shaping import (
+    SHAPING_KNOBS,
+    check_format_score,
+    check_partial_credit,
+    check_shaping,
+)
 
 __all__ = ["VerlConfig", "TINY_MODEL"]
 
@@ -43,7 +48,9 @@ class VerlConfig:
     reward function's score alone (:mod:`rollcli.backends.shaping`). ``format_score`` (in
     [0, 1), off at 0; ``reward: math`` or ``code``): added to the training reward of a wrong
     response that is well-formed (a ``\\boxed{}`` answer; a fenced program), as verl's own math
-    scorers' ``format_score``; the success stays 0/1.
+    scorers' ``format_score``; the success stays 0/1. ``code_partial_credit`` (w in [0, 1), off
+    at 0; ``reward: code``): a failing solution's training reward is w x its fraction of tests
+    passed (every test runs), a timed-out one 0, a passing one 1; ``format_score + w <= 1``.
     ``trace_groups`` writes every step's asks and trained groups to ``verl/trace.jsonl`` (tests).
     ``test_freq``/``save_freq`` default to the spec's ``eval.every``/``checkpoint.every``.
     ``num_minibatches`` is the number of optimiser steps per training step (per epoch), the knob
@@ -55,7 +62,12 @@ class VerlConfig:
 
     __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
     # added after specs were written: left out of dumped specs at their defaults (job ids)
-    LATE_KNOBS: ClassVar[tuple[str, ...]] = (*SHAPING_KNOBS, "reward_deadline_s", "format_score")
+    LATE_KNOBS: ClassVar[tuple[str, ...]] = (
+        *SHAPING_KNOBS,
+        "reward_deadline_s",
+        "format_score",
+        "code_partial_credit",
+    )
     # the spec asks: `eval.jobs` (separate jobs evaluating this backend's checkpoints) runs here
     runs_eval_jobs: ClassVar[bool] = True
     # old knob -> the error that names its replacement (spec diagnostics and the job loader)
@@ -84,6 +96,7 @@ class VerlConfig:
     overlong_buffer_len: int = 0
     overlong_penalty_factor: float = 1.0
     format_score: float = 0.0
+    code_partial_credit: float = 0.0
     # optimisation (GRPO)
     lr: float = 1.0e-6
     num_minibatches: int = 4
@@ -170,6 +183,12 @@ class VerlConfig:
             raise ValueError(
                 f"format_score needs reward 'math' or 'code' (rollcli's graders flag a "
                 f"well-formed answer), got reward {self.reward!r}"
+            )
+        check_partial_credit("verl", self.code_partial_credit, self.format_score)
+        if self.code_partial_credit > 0 and self.reward != "code":
+            raise ValueError(
+                f"code_partial_credit needs reward 'code' (the fraction of a solution's tests "
+                f"passed), got reward {self.reward!r}"
             )
         if not (isinstance(self.reward_deadline_s, (int, float)) and self.reward_deadline_s > 0):
             raise ValueError(f"reward_deadline_s must be > 0, got {self.reward_deadline_s!r}")

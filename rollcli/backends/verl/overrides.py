@@ -194,7 +194,11 @@ def compile_overrides(job: Mapping[str, Any], paths: VerlPaths) -> list[str]:
     }
     from rollcli.backends.verl.rewards import reward_function_config
 
-    o.update(reward_function_config(backend.reward, backend.reward_deadline_s))
+    o.update(
+        reward_function_config(
+            backend.reward, backend.reward_deadline_s, all_tests=backend.code_partial_credit > 0
+        )
+    )
     if backend.device == "cpu":
         from rollcli.backends.verl.cpu_settings import cpu_overrides
 

@@ -33,6 +33,13 @@ program — else 0.0 (also past the grading deadline, and always for ``verl`` an
 rewards). It travels beside the score
 (``reward_extra_info``) and the trainer adds ``backend.format_score`` to the training reward of
 a wrong, well-formed response (:func:`rollcli.backends.shaping.format_bonus`).
+
+**Tests passed**: ``PASSED_KEY`` is a code solution's fraction of tests passed (0.0 past its
+deadline, for a row that is not a test set, and for every other mode). With ``all_tests``
+(``reward_kwargs``, set when ``backend.code_partial_credit`` > 0) every test runs; otherwise the
+sandbox stops at the first failure and the fraction counts the tests up to it. The trainer adds
+``code_partial_credit`` x the fraction to a failing solution's training reward
+(:func:`rollcli.backends.shaping.partial_credit_bonus`); the score stays 0/1.
 """
 
 from __future__ import annotations
@@ -51,7 +58,9 @@ from typing import Any
 __all__ = [
     "DEFAULT_DEADLINE_S",
     "FORMAT_KEY",
+    "PASSED_KEY",
     "TIMEOUT_KEY",
+    "code_grades",
     "code_scores",
     "compute_score",
     "is_well_formed",
@@ -67,6 +76,7 @@ _MAX_CHARS = 4000
 DEFAULT_DEADLINE_S = 10.0
 TIMEOUT_KEY = "rollcli_timeout"  # 1.0 where the grader hit its deadline (reward_extra_info)
 FORMAT_KEY = "rollcli_formatted"  # 1.0 where the response has an answer in the expected form
+PASSED_KEY = "rollcli_tests_passed"  # a code solution's fraction of tests passed
 
 # one grading pool of each kind per process (verl's reward workers call from many threads)
 _LOCK = threading.Lock()
@@ -131,11 +141,15 @@ def math_score(response: str, ground_truth: str, deadline_s: float = DEFAULT_DEA
     return math_scores([(response, ground_truth)], deadline_s)[0][0]
 
 
-def code_scores(
-    pairs: Sequence[tuple[str, Any]], deadline_s: float = DEFAULT_DEADLINE_S
-) -> list[tuple[float, bool]]:
-    """``(score, timed_out)`` per ``(response, tests)``: 1.0 when every test passes in the
-    sandbox; a test past its limit or a solution past ``deadline_s`` scores 0.0, flagged."""
+def code_grades(
+    pairs: Sequence[tuple[str, Any]],
+    deadline_s: float = DEFAULT_DEADLINE_S,
+    all_tests: bool = False,
+) -> list[tuple[float, bool, float]]:
+    """``(score, timed_out, fraction of tests passed)`` per ``(response, tests)``: 1.0 when every
+    test passes in the sandbox; a test past its limit or a solution past ``deadline_s`` scores
+    0.0, flagged, with a fraction of 0. ``all_tests`` runs every test (else the run stops at the
+    first failure)."""
     from rollcli.eval.benchmarks.code_tasks import task_problem
     from rollcli.eval.graders.code import grade_code_batch
 
@@ -148,15 +162,26 @@ def code_scores(
             bad.append(index)
     with _LOCK:
         pool = _pool("code", deadline_s)
-    results = iter(grade_code_batch(items, pool))  # the pool itself is thread-safe
+    # the pool itself is thread-safe
+    results = iter(grade_code_batch(items, pool, stop_at_first_failure=not all_tests))
     out = []
     for index in range(len(pairs)):
         if index in bad:
-            out.append((0.0, False))
+            out.append((0.0, False, 0.0))
             continue
         result = next(results)
-        out.append((1.0 if result.correct else 0.0, result.status == "timeout"))
+        timed_out = result.status == "timeout"
+        fraction = 0.0 if timed_out else result.fraction_passed
+        out.append((1.0 if result.correct else 0.0, timed_out, fraction))
     return out
+
+
+def code_scores(
+    pairs: Sequence[tuple[str, Any]], deadline_s: float = DEFAULT_DEADLINE_S
+) -> list[tuple[float, bool]]:
+    """``(score, timed_out)`` per ``(response, tests)`` (:func:`code_grades` without the
+    fraction)."""
+    return [(score, timed_out) for score, timed_out, _ in code_grades(pairs, deadline_s)]
 
 
 def is_well_formed(response: str, mode: str) -> bool:
@@ -196,19 +221,30 @@ def compute_score(
     extra_info: dict[str, Any] | None = None,
     mode: str = "math",
     deadline_s: float = DEFAULT_DEADLINE_S,
+    all_tests: bool = False,
     **_: Any,
 ) -> dict[str, float]:
-    """verl's custom-reward signature; ``mode`` and ``deadline_s`` arrive through
-    ``reward_kwargs``. Returns ``{"score": s, TIMEOUT_KEY: 0.0 or 1.0, FORMAT_KEY: 0.0 or
-    1.0}`` (the same keys for every row: verl's agent loop stacks them into the batch)."""
-    if mode in ("math", "code"):
-        grade = math_scores if mode == "math" else code_scores
-        score, timed_out = grade([(solution_str, ground_truth)], float(deadline_s))[0]
-        # an answer past its deadline was never judged: no format score for it either
-        formatted = float(not timed_out and is_well_formed(solution_str, mode))
-        return {"score": score, TIMEOUT_KEY: float(timed_out), FORMAT_KEY: formatted}
-    score = _other_score(data_source, solution_str, ground_truth, extra_info, mode)
-    return {"score": score, TIMEOUT_KEY: 0.0, FORMAT_KEY: 0.0}
+    """verl's custom-reward signature; ``mode``, ``deadline_s`` and ``all_tests`` arrive
+    through ``reward_kwargs``. Returns ``{"score": s, TIMEOUT_KEY: 0.0 or 1.0, FORMAT_KEY: 0.0
+    or 1.0, PASSED_KEY: fraction}`` (the same keys for every row: verl's agent loop stacks them
+    into the batch)."""
+    fraction = 0.0
+    if mode == "math":
+        score, timed_out = math_scores([(solution_str, ground_truth)], float(deadline_s))[0]
+    elif mode == "code":
+        pair = [(solution_str, ground_truth)]
+        score, timed_out, fraction = code_grades(pair, float(deadline_s), bool(all_tests))[0]
+    else:
+        score = _other_score(data_source, solution_str, ground_truth, extra_info, mode)
+        return {"score": score, TIMEOUT_KEY: 0.0, FORMAT_KEY: 0.0, PASSED_KEY: 0.0}
+    # an answer past its deadline was never judged: no format score for it either
+    formatted = float(not timed_out and is_well_formed(solution_str, mode))
+    return {
+        "score": score,
+        TIMEOUT_KEY: float(timed_out),
+        FORMAT_KEY: formatted,
+        PASSED_KEY: fraction,
+    }
 
 
 def _other_score(
@@ -231,9 +267,12 @@ def _other_score(
     return float(_custom(mode)(solution_str, ground_truth))
 
 
-def reward_function_config(mode: str, deadline_s: float = DEFAULT_DEADLINE_S) -> dict[str, Any]:
+def reward_function_config(
+    mode: str, deadline_s: float = DEFAULT_DEADLINE_S, all_tests: bool = False
+) -> dict[str, Any]:
     """The verl overrides that route every reward through :func:`compute_score` (the deadline
-    only when it is not the default, so existing specs compile to the same overrides)."""
+    only when it is not the default and ``all_tests`` only when set, so existing specs compile
+    to the same overrides)."""
     out = {
         "reward.custom_reward_function.path": "pkg://rollcli.backends.verl.rewards",
         "reward.custom_reward_function.name": "compute_score",
@@ -241,4 +280,6 @@ def reward_function_config(mode: str, deadline_s: float = DEFAULT_DEADLINE_S) ->
     }
     if float(deadline_s) != DEFAULT_DEADLINE_S:
         out["+reward.custom_reward_function.reward_kwargs.deadline_s"] = float(deadline_s)
+    if all_tests:
+        out["+reward.custom_reward_function.reward_kwargs.all_tests"] = True
     return out

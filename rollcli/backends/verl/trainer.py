@@ -50,7 +50,7 @@ from rollcli.backends.verl.advantages import (
     shaped_token_rewards,
 )
 from rollcli.backends.verl.overrides import verl_config_from_mapping
-from rollcli.backends.verl.rewards import FORMAT_KEY, TIMEOUT_KEY
+from rollcli.backends.verl.rewards import FORMAT_KEY, PASSED_KEY, TIMEOUT_KEY
 from rollcli.backends.verl.rollouts import RolloutStore, pad_for_training
 from rollcli.backends.verl.runner import stop_file
 from rollcli.backends.verl.steps import VerlStepBackend
@@ -216,6 +216,7 @@ class RollcliPPOTrainer(RayPPOTrainer):
             batch.batch["response_mask"],
             self.backend_config,
             batch.non_tensor_batch.get(FORMAT_KEY),
+            batch.non_tensor_batch.get(PASSED_KEY),
         )
         if rewards is not scores:
             trained["train_rewards"] = rewards.sum(-1).float().tolist()

@@ -168,3 +168,37 @@ def test_all_wrong_group_with_well_formed_answers_learns_from_the_format_score()
         shaped_token_rewards(scores, mask, config, None)
     off = VerlConfig(model="tiny", max_response_len=length)
     assert shaped_token_rewards(scores, mask, off, flags) is scores
+
+
+def test_all_failing_group_learns_from_its_fractions_of_tests_passed() -> None:
+    """code_partial_credit in verl's advantage step: the scores of an all-failing group stay 0
+    (what the allocator read), each solution gets w x its fraction of tests passed on its last
+    token, so verl's GRPO ranks the one passing more tests higher; a passing solution stays 1."""
+    import torch
+    from omegaconf import OmegaConf
+
+    from rollcli.backends.verl.advantages import compute_group_advantages, shaped_token_rewards
+    from rollcli.backends.verl.config import VerlConfig
+
+    length = 6
+    mask = torch.ones(4, length)
+    mask[1, 3:] = 0  # a 3-token response: the credit goes on its own last token
+    scores = torch.zeros(4, length)
+    config = VerlConfig(
+        model="tiny", max_response_len=length, reward="code", code_partial_credit=0.5
+    )
+    passed = np.array([0.5, 0.75, 0.0, 0.25])
+    rewards = shaped_token_rewards(scores, mask, config, np.zeros(4), passed)
+    assert scores.sum() == 0
+    np.testing.assert_allclose(rewards.sum(-1).numpy(), [0.25, 0.375, 0.0, 0.125], rtol=1e-6)
+    assert rewards[1, 2] == pytest.approx(0.375) and rewards[0, 5] == pytest.approx(0.25)
+    uids = np.array(["g"] * 4, dtype=object)
+    algorithm = OmegaConf.create({"adv_estimator": "grpo", "norm_adv_by_std_in_grpo": True})
+    adv = compute_group_advantages(_shaped_batch(rewards, scores, mask, uids), algorithm)
+    per_row = (adv.batch["advantages"] * mask).sum(-1) / mask.sum(-1)
+    assert per_row[2] < per_row[3] < 0 < per_row[0] < per_row[1]
+    right = scores.clone()
+    right[0, length - 1] = 1.0  # a passing solution keeps exactly 1
+    assert shaped_token_rewards(right, mask, config, None, passed).sum(-1)[0].item() == 1.0
+    with pytest.raises(ValueError, match="no tests-passed column"):
+        shaped_token_rewards(scores, mask, config, None, None)

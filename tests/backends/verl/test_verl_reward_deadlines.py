@@ -14,7 +14,9 @@ import pytest
 
 from rollcli.backends.verl.rewards import (
     FORMAT_KEY,
+    PASSED_KEY,
     TIMEOUT_KEY,
+    code_grades,
     code_scores,
     compute_score,
     math_scores,
@@ -53,9 +55,9 @@ def test_a_pathological_math_answer_scores_zero_within_the_deadline():
         results = [c.result() for c in calls]
     elapsed = time.monotonic() - started
     assert results == [
-        {"score": 0.0, TIMEOUT_KEY: 1.0, FORMAT_KEY: 0.0},  # boxed, but never judged
-        {"score": 1.0, TIMEOUT_KEY: 0.0, FORMAT_KEY: 1.0},
-        {"score": 0.0, TIMEOUT_KEY: 0.0, FORMAT_KEY: 1.0},  # wrong but boxed: well-formed
+        {"score": 0.0, TIMEOUT_KEY: 1.0, FORMAT_KEY: 0.0, PASSED_KEY: 0.0},  # never judged
+        {"score": 1.0, TIMEOUT_KEY: 0.0, FORMAT_KEY: 1.0, PASSED_KEY: 0.0},
+        {"score": 0.0, TIMEOUT_KEY: 0.0, FORMAT_KEY: 1.0, PASSED_KEY: 0.0},  # wrong but boxed
     ]
     assert elapsed < 3 * DEADLINE + 10, elapsed  # one deadline each at worst, and the respawn
     assert math_scores([("\\boxed{\\frac{1}{2}}", "0.5")], deadline_s=DEADLINE) == [(1.0, False)]
@@ -75,11 +77,12 @@ def test_a_hanging_program_scores_zero_at_its_deadline_and_the_next_one_passes()
     assert got == [(0.0, True), (0.0, True), (1.0, False), (0.0, False)]
     assert elapsed < 2 * (4.0 + 3.0) + 30, elapsed  # two deadlines (one worker), its restarts
     result = compute_score("code", right, json.dumps(ADD), mode="code", deadline_s=4.0)
-    assert result == {"score": 1.0, TIMEOUT_KEY: 0.0, FORMAT_KEY: 1.0}
+    assert result == {"score": 1.0, TIMEOUT_KEY: 0.0, FORMAT_KEY: 1.0, PASSED_KEY: 1.0}
     assert compute_score("code", right, "not json", mode="code") == {
         "score": 0.0,
         TIMEOUT_KEY: 0.0,
         FORMAT_KEY: 1.0,
+        PASSED_KEY: 0.0,
     }  # a broken row scores wrong; training goes on
     assert compute_score("code", "no code", ADD, mode="code")[FORMAT_KEY] == 0.0
 
@@ -88,6 +91,38 @@ def test_the_deadline_reaches_verl_only_when_it_is_not_the_default():
     key = "+reward.custom_reward_function.reward_kwargs.deadline_s"
     assert key not in reward_function_config("math")  # existing specs: the same overrides
     assert reward_function_config("code", 30)[key] == 30.0
+    every = "+reward.custom_reward_function.reward_kwargs.all_tests"
+    assert every not in reward_function_config("code")  # partial credit off: stop at a failure
+    assert reward_function_config("code", all_tests=True)[every] is True
+
+
+# four stdin tests of "print the sum"; the half solution is right only when a == 1
+SUM4 = {
+    "tests": [
+        {"input": f"{a} {b}\n", "output": f"{a + b}\n", "testtype": "stdin"}
+        for a, b in ((1, 2), (3, 4), (1, 5), (6, 7))
+    ],
+    "time_limit_s": 2,
+}
+HALF = "```python\na, b = map(int, input().split())\nprint(a + b if a == 1 else 0)\n```"
+SLOW = "```python\nimport time\na, b = map(int, input().split())\nif a != 1:\n    time.sleep(60)\nprint(a + b)\n```"
+
+
+@needs_sandbox
+def test_the_fraction_of_tests_passed_comes_from_the_sandbox_runs():
+    """code_partial_credit's input: a solution passing 2 of 4 tests in the real sandbox has a
+    fraction of 0.5 when every test runs (all_tests) and 0.25 when the run stops at its first
+    failure (test 2 of 4 fails); its score stays 0, a right one scores 1 with a fraction of 1,
+    and one whose failing tests hang is a timeout with a fraction of 0."""
+    right = "```python\na, b = map(int, input().split())\nprint(a + b)\n```"
+    got = code_grades([(HALF, SUM4), (right, json.dumps(SUM4))], deadline_s=30.0, all_tests=True)
+    assert got == [(0.0, False, 0.5), (1.0, False, 1.0)]
+    # stopping at the first failure (the default): test 1 passed, test 2 failed, no more ran
+    assert code_grades([(HALF, SUM4)], deadline_s=30.0) == [(0.0, False, 0.25)]
+    result = compute_score("code", HALF, json.dumps(SUM4), mode="code", all_tests=True)
+    assert result == {"score": 0.0, TIMEOUT_KEY: 0.0, FORMAT_KEY: 1.0, PASSED_KEY: 0.5}
+    slow = compute_score("code", SLOW, SUM4, mode="code", deadline_s=30.0, all_tests=True)
+    assert slow["score"] == 0.0 and slow[TIMEOUT_KEY] == 1.0 and slow[PASSED_KEY] == 0.0
 
 
 @needs_sandbox

@@ -16,6 +16,7 @@ from rollcli.backends.verl.config import VerlConfig
 from rollcli.backends.verl.data import DataError, prepare_dataset, prepare_eval_suite
 from rollcli.backends.verl.rewards import (
     FORMAT_KEY,
+    PASSED_KEY,
     TIMEOUT_KEY,
     compute_score,
     is_well_formed,
@@ -47,6 +48,13 @@ def test_config_defaults_and_engine_by_device():
         ({"format_score": 1.0}, "format_score must be a number in"),
         ({"format_score": -0.1}, "format_score"),
         ({"format_score": 0.1, "reward": "verl"}, "format_score needs reward"),
+        ({"code_partial_credit": 1.0, "reward": "code"}, "code_partial_credit must be a number"),
+        ({"code_partial_credit": True, "reward": "code"}, "code_partial_credit must be a number"),
+        ({"code_partial_credit": 0.5, "reward": "math"}, "code_partial_credit needs reward 'code'"),
+        (
+            {"code_partial_credit": 0.6, "format_score": 0.5, "reward": "code"},
+            r"code_partial_credit \+ format_score must be <= 1",
+        ),
     ],
 )
 def test_config_rejects_bad_knobs(knobs, match):
@@ -83,6 +91,25 @@ def test_old_mini_batch_key_names_its_replacement(tmp_path):
     message = str(error.value)
     assert "old.yaml:5" in message and "backend.ppo_mini_batch_size" in message
     assert "replaced by num_minibatches" in message and "rollouts_per_step /" in message
+
+
+def test_partial_credit_on_a_math_reward_is_a_spec_error_naming_line_and_field(tmp_path):
+    from rollcli.errors import SpecError
+    from rollcli.spec import load_spec
+
+    spec = tmp_path / "partial.yaml"
+    spec.write_text(
+        "name: partial\nbackend:\n  kind: verl\n  model: tiny\n  reward: math\n"
+        "  code_partial_credit: 0.5\nbudget: {steps: 2, rollouts_per_step: 16}\n"
+        "allocators:\n  grpo: {kind: uniform, n: 4}\n"
+    )
+    with pytest.raises(SpecError) as error:
+        load_spec(spec)
+    message = str(error.value)
+    assert "partial.yaml:6" in message and "backend.code_partial_credit" in message
+    assert "needs reward 'code'" in message
+    spec.write_text(spec.read_text().replace("reward: math", "reward: code"))
+    assert load_spec(spec).backend.code_partial_credit == 0.5
 
 
 def test_config_import_stays_light():
@@ -181,6 +208,7 @@ def test_rewards():
         "score": 1.0,
         TIMEOUT_KEY: 0.0,
         FORMAT_KEY: 1.0,
+        PASSED_KEY: 0.0,  # code only
     }
     # the format flag: an answer in the graded form, right or wrong
     assert compute_score("aime24", "\\boxed{26}", "27", mode="math")[FORMAT_KEY] == 1.0
@@ -290,4 +318,5 @@ def test_verl_scorers_become_success_rewards(monkeypatch, scored, expected):
         "score": expected,
         TIMEOUT_KEY: 0.0,
         FORMAT_KEY: 0.0,
+        PASSED_KEY: 0.0,
     }
