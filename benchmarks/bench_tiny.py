@@ -517,13 +517,40 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in text)[:120]
 
 
+def seed_list(count: int, listed: str) -> list[int]:
+    """The seeds to run: ``listed`` (``"8,9,10"`` or ``"8-12"``, comma-separated parts) if given,
+    else ``0..count-1``; a hold-out check runs seeds never looked at without re-running the others."""
+    if not listed:
+        return list(range(count))
+    seeds: list[int] = []
+    for part in listed.split(","):
+        lo, dash, hi = part.strip().partition("-")
+        try:
+            block = list(range(int(lo), int(hi) + 1)) if dash else [int(lo)]
+        except ValueError:
+            raise SystemExit(
+                f"--seed-list {listed}: {part!r} is not a seed or a range a-b"
+            ) from None
+        if not block:
+            raise SystemExit(f"--seed-list {listed}: the range {part!r} is empty")
+        seeds.extend(block)
+    if len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise SystemExit(f"--seed-list {listed}: seeds must be distinct and non-negative")
+    return seeds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("part", choices=["timing", "allocators", "quickstart"])
     parser.add_argument("--spec", type=Path, default=REPO / "experiments" / "tiny-allocators.yaml")
-    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--seeds", type=int, default=5, help="run seeds 0..SEEDS-1")
+    parser.add_argument(
+        "--seed-list",
+        default="",
+        help="allocators: these seeds instead of --seeds, e.g. 8-12 or 8,9,10 (a hold-out)",
+    )
     parser.add_argument("--parallel", type=int, default=2)
     parser.add_argument("--steps", type=int, default=30, help="timing: steps per setting")
     parser.add_argument(
@@ -570,7 +597,7 @@ def main() -> None:
             overrides.append((key, _parse_value(value)))
         jobs = _job_configs(
             args.spec,
-            list(range(args.seeds)),
+            seed_list(args.seeds, args.seed_list),
             args.cache,
             only=args.allocators.split(",") if args.allocators else None,
             overrides=overrides,
