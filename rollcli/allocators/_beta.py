@@ -13,13 +13,14 @@ from typing import Any
 
 import numpy as np
 
+from rollcli.allocators._common import KeptGroups
 from rollcli.allocators.api import Ask, AskItem, BaseAllocator, Group, Outcome
 from rollcli.allocators.state import array_from_json, array_to_json, group_from_json, group_to_json
 
 __all__ = ["BetaSelector"]
 
 
-class BetaSelector(BaseAllocator):
+class BetaSelector(KeptGroups, BaseAllocator):
     """``B = rollouts_per_step // n`` prompts a step, ``n`` rollouts each, every group trains.
 
     ``self.alpha`` / ``self.beta`` hold each prompt's Beta parameters (whole-pool float arrays,
@@ -61,10 +62,6 @@ class BetaSelector(BaseAllocator):
         ids = np.fromiter((o.prompt_id for o in outcomes), np.int64, len(outcomes))
         rewards = np.concatenate([o.rewards for o in outcomes]) if outcomes else np.zeros(0)
         return ids, rewards.reshape(len(outcomes), self.config.n)
-
-    def _train_groups(self) -> list[Group]:
-        groups, self._groups = self._groups, []
-        return groups
 
     def posterior_mean(self, prompt_ids: Any) -> np.ndarray:
         """``a / (a + b)`` of each prompt (MoPPS's posterior mean, SPO's ``p_hat``)."""

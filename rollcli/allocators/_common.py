@@ -14,6 +14,7 @@ import numpy as np
 from rollcli.allocators.api import Group, Outcome, PromptSource
 
 __all__ = [
+    "KeptGroups",
     "merge_outcomes",
     "reward_variance",
     "check_at_least",
@@ -23,6 +24,18 @@ __all__ = [
     "nested_config",
     "take_full_batch",
 ]
+
+
+class KeptGroups:
+    """Mixin for an allocator that keeps its step's training groups in ``self._groups`` (set in
+    ``_tell``) and hands them over, emptied, when the step ends. Put it before ``BaseAllocator``
+    in the bases."""
+
+    _groups: list[Group]
+
+    def _train_groups(self) -> list[Group]:
+        groups, self._groups = self._groups, []
+        return groups
 
 
 def merge_outcomes(prompt_id: int, outcomes: Sequence[Outcome]) -> Group:

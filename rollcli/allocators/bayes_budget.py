@@ -33,6 +33,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from rollcli.allocators._common import (
+    KeptGroups,
     active_ids,
     check_at_least,
     check_choice,
@@ -123,7 +124,7 @@ class BayesBudgetConfig:
 
 
 @register_allocator
-class BayesBudgetAllocator(BaseAllocator):
+class BayesBudgetAllocator(KeptGroups, BaseAllocator):
     """Decaying Beta posteriors, pilots where uncertain, the budget by predictive signal."""
 
     config_class = BayesBudgetConfig
@@ -320,8 +321,7 @@ class BayesBudgetAllocator(BaseAllocator):
     def _train_groups(self) -> list[Group]:
         if self._pilots:  # the commit ask had nothing to spend: the pilots alone train
             self._finish(set())
-        groups, self._groups = self._groups, []
-        return groups
+        return super()._train_groups()
 
     def stats(self) -> dict[str, float]:
         return {**super().stats(), **self._stats}

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rollcli.allocators._common import check_at_least, check_choice
+from rollcli.allocators._common import KeptGroups, check_at_least, check_choice
 from rollcli.allocators.api import Ask, AskItem, BaseAllocator, Group, Outcome
 from rollcli.allocators.knapsack_dp import knapsack_budget
 from rollcli.allocators.registry import register_allocator
@@ -99,7 +99,7 @@ _STAT_KEYS = ("effective", "dp_budget", "fallback", "excess", "max_budget", "min
 
 
 @register_allocator
-class KnapsackAllocator(BaseAllocator):
+class KnapsackAllocator(KeptGroups, BaseAllocator):
     """One ask per step with knapsack-chosen rollout counts; every group trains."""
 
     config_class = KnapsackConfig
@@ -188,10 +188,6 @@ class KnapsackAllocator(BaseAllocator):
             if mode == "window" or (mode == "robust_visit" and len(visit) < length):
                 visit = list(self._history.get(o.prompt_id))  # the last `length` rewards
             self._p[o.prompt_id] = _mean(visit, whole)
-
-    def _train_groups(self) -> list[Group]:
-        groups, self._groups = self._groups, []
-        return groups
 
     def stats(self) -> dict[str, float]:
         return {**super().stats(), **self._stats}

@@ -17,7 +17,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rollcli.allocators._common import check_at_least, check_choice
+from rollcli.allocators._common import KeptGroups, check_at_least, check_choice
 from rollcli.allocators.api import AllocatorError, Ask, AskItem, BaseAllocator, Group, Outcome
 from rollcli.allocators.registry import register_allocator
 from rollcli.allocators.state import group_from_json, group_to_json
@@ -54,7 +54,7 @@ def oracle_scores(p: np.ndarray, n: int, score: str) -> np.ndarray:
 
 
 @register_allocator
-class OracleSelectAllocator(BaseAllocator):
+class OracleSelectAllocator(KeptGroups, BaseAllocator):
     """One ask per step: the top-B candidates by true informativeness, ``n`` rollouts each."""
 
     config_class = OracleSelectConfig
@@ -107,10 +107,6 @@ class OracleSelectAllocator(BaseAllocator):
 
     def _tell(self, outcomes: list[Outcome]) -> None:
         self._groups = [Group(o.prompt_id, o.refs, o.rewards) for o in outcomes]
-
-    def _train_groups(self) -> list[Group]:
-        groups, self._groups = self._groups, []
-        return groups
 
     def stats(self) -> dict[str, float]:
         return {**super().stats(), "mean_score": self._mean_score}

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rollcli.allocators._common import active_ids, check_choice, check_group_sizes
+from rollcli.allocators._common import KeptGroups, active_ids, check_choice, check_group_sizes
 from rollcli.allocators.api import AllocatorError, Ask, AskItem, BaseAllocator, Group, Outcome
 from rollcli.allocators.oracle_signal import (
     SignalTable,
@@ -66,7 +66,7 @@ class BudgetOracleConfig:
 
 
 @register_allocator
-class BudgetOracleAllocator(BaseAllocator):
+class BudgetOracleAllocator(KeptGroups, BaseAllocator):
     """One ask per step: the budget split over the candidates by their true p (module docstring)."""
 
     config_class = BudgetOracleConfig
@@ -134,10 +134,6 @@ class BudgetOracleAllocator(BaseAllocator):
 
     def _tell(self, outcomes: list[Outcome]) -> None:
         self._groups = [Group(o.prompt_id, o.refs, o.rewards) for o in outcomes]
-
-    def _train_groups(self) -> list[Group]:
-        groups, self._groups = self._groups, []
-        return groups
 
     def stats(self) -> dict[str, float]:
         return {**super().stats(), **self._stats}

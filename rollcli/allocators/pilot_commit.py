@@ -33,6 +33,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from rollcli.allocators._common import (
+    KeptGroups,
     check_at_least,
     check_choice,
     merge_outcomes,
@@ -145,7 +146,7 @@ _PAPER = {
 
 
 @register_allocator
-class PilotCommitAllocator(BaseAllocator):
+class PilotCommitAllocator(KeptGroups, BaseAllocator):
     """Pilot rounds, survivor buffer, commits, bound or sequential; see the module docstring."""
 
     config_class = PilotCommitConfig
@@ -359,10 +360,6 @@ class PilotCommitAllocator(BaseAllocator):
         # A pilot taken before the epoch rolled over is already back in the new epoch's order.
         if self._pilot_epoch.get(p, self.source.epoch) == self.source.epoch:
             self.source.defer(p)
-
-    def _train_groups(self) -> list[Group]:
-        groups, self._groups = self._groups, []
-        return groups
 
     # -- introspection ----------------------------------------------------------------------
     def live_refs(self) -> set[Any]:

@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rollcli.allocators._common import check_choice
+from rollcli.allocators._common import KeptGroups, check_choice
 from rollcli.allocators.api import Ask, AskItem, BaseAllocator, Group, Outcome
 from rollcli.allocators.registry import register_allocator
 from rollcli.allocators.state import group_from_json, group_to_json
@@ -133,7 +133,7 @@ def _float_scores(s: np.ndarray, m: int, tops: np.ndarray) -> np.ndarray:
 
 
 @register_allocator
-class PodsAllocator(BaseAllocator):
+class PodsAllocator(KeptGroups, BaseAllocator):
     """One ask of ``n`` rollouts per prompt; each prompt trains its ``m`` kept rollouts."""
 
     config_class = PodsConfig
@@ -196,10 +196,6 @@ class PodsAllocator(BaseAllocator):
         self._totals["prompts"] += len(outcomes)
         self._totals["generated"] += rewards.size
         self._totals["trained"] += kept.size
-
-    def _train_groups(self) -> list[Group]:
-        groups, self._groups = self._groups, []
-        return groups
 
     def stats(self) -> dict[str, float]:
         """``mean_top``: kept rollouts among the top ``m`` by reward, per prompt (``m``: the

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from rollcli.allocators._common import check_at_least
+from rollcli.allocators._common import KeptGroups, check_at_least
 from rollcli.allocators.api import Ask, AskItem, BaseAllocator, Group, Outcome
 from rollcli.allocators.registry import register_allocator
 from rollcli.allocators.state import group_from_json, group_to_json
@@ -27,7 +27,7 @@ class UniformConfig:
 
 
 @register_allocator
-class UniformAllocator(BaseAllocator):
+class UniformAllocator(KeptGroups, BaseAllocator):
     """One generation pass of ``n`` rollouts for each prompt of the batch; train on all of them."""
 
     config_class = UniformConfig
@@ -70,10 +70,6 @@ class UniformAllocator(BaseAllocator):
             [o.refs for o in outcomes],
             [o.rewards for o in outcomes],
         )
-
-    def _train_groups(self) -> list[Group]:
-        groups, self._groups = self._groups, []
-        return groups
 
     def _state(self) -> dict[str, Any]:
         return {
