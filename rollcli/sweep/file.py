@@ -44,6 +44,7 @@ class SweepFile:
     axes: SweepAxes
     seeds: tuple[int, ...] | None
     focus: tuple[str, ...] | None
+    command_line: tuple[str, ...] = ()  # the command line's plain overrides: they win over the file
 
     @property
     def swept_keys(self) -> list[str]:
@@ -51,11 +52,12 @@ class SweepFile:
         return [a.key for a in (*self.axes.grid, *self.axes.zip, *sample)]
 
     def common_overrides(self) -> tuple[str, ...]:
-        """Overrides every point shares: the file's, the command line's, and the seeds."""
+        """Overrides every point shares: the file's, its seeds, then the command line's (which
+        win, so ``rollcli sweep FILE seeds=[0,1,2]`` replaces the file's seeds)."""
         head = list(self.overrides)
         if self.seeds is not None:
             head.append(f"seeds={format_value(list(self.seeds))}")
-        return tuple(head)
+        return (*head, *self.command_line)
 
     def points(self) -> list[tuple[tuple[str, Any], ...]]:
         """Every point's own axis values as ``(key, value)`` pairs."""
@@ -160,10 +162,11 @@ def load_sweep_file(path: str | Path, extra_overrides: Sequence[str] = ()) -> Sw
             path=path,
             name=f"{data.get('name') or path.stem}-{knobs}",
             base=path.resolve(),
-            overrides=tuple(extra),
+            overrides=(),
             axes=SweepAxes(tuple(extra_axes), (), None),
             seeds=None,
             focus=None,
+            command_line=tuple(extra),
         )
     for key in data:
         if key not in KEYS:
@@ -246,8 +249,9 @@ def load_sweep_file(path: str | Path, extra_overrides: Sequence[str] = ()) -> Sw
         path=path,
         name=str(data.get("name") or path.stem),
         base=base,
-        overrides=(*overrides, *extra),
+        overrides=tuple(overrides),
         axes=axes,
         seeds=seeds,
         focus=tuple(focus) if focus else None,
+        command_line=tuple(extra),
     )
