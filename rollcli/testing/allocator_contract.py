@@ -236,6 +236,19 @@ def contract_cases() -> list[ContractCase]:
             32,
             steps=10,
         ),  # fmt: skip
+        ContractCase({"kind": "cures", "n_mean": 4}, 32),
+        ContractCase({"kind": "cures", "preset": "paper"}, 64),
+        ContractCase(
+            {
+                "kind": "cures",
+                "n_mean": 4,
+                "temperature": 0.01,
+                "rounding": "exact",
+                "size_from": "last_visit",
+                "group_multiple": 2,
+            },
+            40,
+        ),  # fmt: skip
         ContractCase({"kind": "speed", "n_screen": 2, "n_continue": 2, "gen_batch_factor": 2}, 32),
         ContractCase(
             {

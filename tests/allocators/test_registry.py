@@ -23,6 +23,7 @@ from rollcli.allocators import (
 def test_kinds() -> None:
     assert allocator_kinds() == [
         "bayes_budget",
+        "cures",
         "dynamic",
         "greso",
         "knapsack",
@@ -92,6 +93,7 @@ def test_every_preset_builds_at_its_published_scale(kind: str, preset: str) -> N
         "pods": lambda c: c.m,
         "reinforce_ada": lambda c: c.num_keep,
         "speed": lambda c: c.n_screen + c.n_continue,
+        "cures": lambda c: c.n_mean,
     }
     budget = 128 * per_prompt.get(kind, lambda c: c.n)(config)  # 128 prompts per train batch
     allocator = create_allocator(
