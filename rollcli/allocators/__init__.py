@@ -10,6 +10,7 @@ kind when imported: a new allocator in rollcli adds its module to this list.
 from rollcli.allocators import (  # noqa: F401
     bayes_budget,
     cures,
+    dps,
     dynamic,
     greso,
     knapsack,

@@ -236,6 +236,21 @@ def contract_cases() -> list[ContractCase]:
             32,
             steps=10,
         ),  # fmt: skip
+        ContractCase({"kind": "dps", "n": 4, "candidate_factor": 3.0}, 32),
+        ContractCase(
+            {
+                "kind": "dps",
+                "n": 2,
+                "candidate_factor": 2.0,
+                "decay": 1.0,
+                "prior_alpha": "progress",
+                "prior_pi": "2",
+                "strategy": "topk+entropy",
+                "entropy_weight": 0.5,
+            },
+            16,
+        ),
+        ContractCase({"kind": "dps", "n": 4, "strategy": "uniform", "update": False}, 32),
         ContractCase({"kind": "cures", "n_mean": 4}, 32),
         ContractCase({"kind": "cures", "preset": "paper"}, 64),
         ContractCase(

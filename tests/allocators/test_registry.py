@@ -24,6 +24,7 @@ def test_kinds() -> None:
     assert allocator_kinds() == [
         "bayes_budget",
         "cures",
+        "dps",
         "dynamic",
         "greso",
         "knapsack",
