@@ -9,6 +9,7 @@ kind when imported: a new allocator in rollcli adds its module to this list.
 # rollcli's own allocators: importing a module registers its kind
 from rollcli.allocators import (  # noqa: F401
     bayes_budget,
+    bots,
     cures,
     dps,
     dynamic,

@@ -236,6 +236,9 @@ def contract_cases() -> list[ContractCase]:
             32,
             steps=10,
         ),  # fmt: skip
+        ContractCase({"kind": "bots", "n": 4}, 32),
+        ContractCase({"kind": "bots", "n": 2, "lamb": 0.5, "tau": 0.1, "target_reward": 0.3}, 16),
+        ContractCase({"kind": "bots", "n": 4, "do_sample": False, "lamb": 0.0}, 32),
         ContractCase({"kind": "dps", "n": 4, "candidate_factor": 3.0}, 32),
         ContractCase(
             {

@@ -23,6 +23,7 @@ from rollcli.allocators import (
 def test_kinds() -> None:
     assert allocator_kinds() == [
         "bayes_budget",
+        "bots",
         "cures",
         "dps",
         "dynamic",
