@@ -21,7 +21,8 @@ first; a survivor piloted at step ``s`` may be committed at step ``t`` only if
 value every Pilot-Commit result before the mend was measured with), and the buffer is emptied when
 the epoch ends. With ``epoch_resets_rounds`` (the official's behaviour, on in the published presets,
 off by default for the same reason), a round that starts a new epoch while the step has
-committed groups restarts the ``max_rounds`` count, once per step.
+committed groups restarts the ``max_rounds`` count, once per step; as in the official, a step
+whose ``max_rounds``-th round ends the epoch gives up there.
 """
 
 from __future__ import annotations
@@ -242,10 +243,12 @@ class PilotCommitAllocator(KeptGroups, BaseAllocator):
         return Ask(tuple(AskItem(p, self.config.n_pilot, "pilot") for p in pilots))
 
     def _round_allowed(self) -> bool:
+        # The official checks its count right after each round, before its dataloader can run
+        # out: a step whose max_rounds-th round ends the epoch raises there. Only a round that
+        # starts a new epoch after an earlier round ended the last one counts from 1 again
+        # (_take_pilots resets the count as it crosses).
         if self._counters["rounds"] < self.config.max_rounds:
             return True
-        if self._may_reset_rounds() and self.source.remaining_in_epoch() < self.pilot_batch_prompts:
-            return True  # this round starts a new epoch, where the official counts from 0 again
         if self.config.on_max_rounds == "stop":
             return False
         raise AllocatorError(

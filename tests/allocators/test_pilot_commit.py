@@ -248,9 +248,10 @@ def test_published_presets_commit_up_to_five_steps_after_the_pilot(preset: str) 
 
 
 # epoch-0 positions 0..3, 2 pilots a round (B = 2): o0 survives, the rest fail their first
-# pilot and survive the next (patterns repeat per prompt over the rollouts drawn)
+# pilot and survive the next (patterns repeat per prompt over the rollouts drawn). Rounds 1-2
+# use up epoch 0 with o0 committed.
 RESET = {"kind": "pilot_commit", "n_pilot": 2, "n_commit": 2, "pilot_batch_factor": 1,
-         "max_rounds": 2, "epoch_resets_rounds": True}  # fmt: skip
+         "max_rounds": 3, "epoch_resets_rounds": True}  # fmt: skip
 LATER = [[1, 0], [0, 0, 1, 0], [0, 0, 1, 0], [0, 0, 1, 0]]
 
 
@@ -258,10 +259,21 @@ def test_an_epoch_end_restarts_the_round_limit(make) -> None:
     o = epoch_order(4, SEED)
     run = make(RESET, scripted_by_position(o, LATER), 8, SEED)
     groups = run.step(0)
-    # rounds 1-2 end epoch 0 with o0 committed; the round that starts epoch 1 counts from 1
+    # round 2 (< max_rounds) ends epoch 0; the round that starts epoch 1 counts from 1 again
     s = run.allocator.stats()
-    assert len(groups) == 2 and s["rounds_reset"] == 1 and s["total_rounds"] == 4
-    assert s["rounds"] == 2
+    assert len(groups) == 2 and s["rounds_reset"] == 1 and s["total_rounds"] > 3
+    assert s["rounds"] == s["total_rounds"] - 2
     run = make({**RESET, "epoch_resets_rounds": False}, scripted_by_position(o, LATER), 8, SEED)
+    with pytest.raises(AllocatorError, match="after 3 rounds"):
+        run.step(0)
+
+
+def test_a_max_rounds_round_that_ends_the_epoch_raises_as_the_official(make) -> None:
+    """The official checks its round count right after each round (pc_ray_trainer.py, fit): when
+    round max_rounds is the epoch's last and the batch is not full it raises; the count restarts
+    only at an epoch end reached below max_rounds. (Issue 29, mend (a): rollcli ran one more.)"""
+    o = epoch_order(4, SEED)
+    run = make({**RESET, "max_rounds": 2}, scripted_by_position(o, LATER), 8, SEED)
     with pytest.raises(AllocatorError, match="after 2 rounds"):
         run.step(0)
+    assert run.allocator.stats()["rounds_reset"] == 0
