@@ -38,7 +38,9 @@ __all__ = ["KnapsackConfig", "KnapsackAllocator"]
 
 @dataclass(frozen=True)
 class KnapsackConfig:
-    """Knapsack RL; defaults are the published 7B setting (``run_knapsack_grpo_7b.sh``)."""
+    """Knapsack RL; defaults are the published 7B setting (``run_knapsack_grpo_7b.sh``) except
+    ``arithmetic``: ``numpy``, the value every knapsack result before issue 29 used (the
+    published runs executed the numba kernel: preset ``paper-7b``)."""
 
     __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
 
@@ -104,10 +106,14 @@ class KnapsackAllocator(KeptGroups, BaseAllocator):
 
     config_class = KnapsackConfig
     presets = {
-        # Qwen2.5-Math-7B, DAPO-17K: examples/knapsack_trainer/run_knapsack_grpo_7b.sh
-        "paper-7b": dict(_PAPER),
-        # the same, rounding the DP's gains as the official numba kernel does (numba installed)
+        # Qwen2.5-Math-7B, DAPO-17K: examples/knapsack_trainer/run_knapsack_grpo_7b.sh, as it
+        # executed: its vLLM environment imports numba (vLLM's requirements/cuda.txt), and at
+        # 256 prompts x 8 the official size switch picks the numba kernel (issue 29, mend b)
+        "paper-7b": {**_PAPER, "arithmetic": "numba"},
+        # the same name as before issue 29 for specs that asked for the kernel explicitly
         "paper-7b-numba": {**_PAPER, "arithmetic": "numba"},
+        # the official numpy loop (an environment without numba); paper-7b before issue 29
+        "paper-7b-numpy": {**_PAPER, "arithmetic": "numpy"},
     }
 
     def __init__(self, config: KnapsackConfig, **kwargs: Any) -> None:

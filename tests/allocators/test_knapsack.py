@@ -270,3 +270,19 @@ def test_config_errors_name_the_knob() -> None:
             )
     with pytest.raises(ValueError, match="not divisible by n=8"):
         create_allocator({"kind": "knapsack"}, num_prompts=4, rollouts_per_step=12, seed=0)
+
+
+def test_paper_7b_rounds_as_the_published_runs_executed() -> None:
+    """Issue 29, mend (b): the published 7B runs used vLLM, whose environment imports numba, and
+    at 256 prompts x 8 even a one-prompt DP is past the official size switch, so they ran the
+    numba kernel. The preset follows it; the defaults keep the numpy loop (earlier results)."""
+    from rollcli.allocators import create_config
+    from rollcli.allocators.knapsack_dp import _NUMBA_MIN_WORK
+
+    paper = create_config({"kind": "knapsack", "preset": "paper-7b"})
+    assert paper.arithmetic == "numba"
+    smallest_dp = 1 * (256 * paper.n - 256 * paper.min_n) * (paper.max_n - paper.min_n)
+    assert smallest_dp > _NUMBA_MIN_WORK
+    assert create_config({"kind": "knapsack", "preset": "paper-7b-numba"}) == paper
+    assert create_config({"kind": "knapsack", "preset": "paper-7b-numpy"}).arithmetic == "numpy"
+    assert create_config({"kind": "knapsack"}).arithmetic == "numpy"
