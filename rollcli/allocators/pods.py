@@ -11,7 +11,10 @@ The kept rollouts are listed as the official code lists them: the top ``i`` in d
 order, then the bottom ``m - i``.
 
 ``rule`` also offers the paper's two ablations (``maxrewardgrpo_trainer.py``: the top ``m``;
-``randomgrpo_trainer.py``: ``m`` drawn uniformly without replacement, here from ``self.rng``).
+``randomgrpo_trainer.py``: ``m`` drawn uniformly without replacement, here from ``self.rng``),
+and ``max_variance_open_r1``, the search as the 8-GPU open-r1 trainer executed it: there
+``indices = sorted_indices[:, :m]`` is a view, so each improvement is written into
+``sorted_indices`` and changes every later candidate (:func:`open_r1_max_variance_subsets`).
 
 ``budget`` maps the spec's ``rollouts_per_step`` onto a batch: ``trained`` (default) makes it
 the trained rollouts, ``B = rollouts_per_step // m`` prompts, so one step generates
@@ -38,9 +41,15 @@ from rollcli.allocators.api import Ask, AskItem, BaseAllocator, Group, Outcome
 from rollcli.allocators.registry import register_allocator
 from rollcli.allocators.state import group_from_json, group_to_json
 
-__all__ = ["PodsConfig", "PodsAllocator", "max_variance_subsets", "subset_search_order"]
+__all__ = [
+    "PodsConfig",
+    "PodsAllocator",
+    "max_variance_subsets",
+    "open_r1_max_variance_subsets",
+    "subset_search_order",
+]
 
-RULES = ["max_variance", "max_reward", "random"]
+RULES = ["max_variance", "max_reward", "random", "max_variance_open_r1"]
 # variances are compared exactly for rewards on this grid (multiples of 2^-16), in int64
 _SCALE = 2.0**16
 
@@ -55,7 +64,7 @@ class PodsConfig:
     kind: Literal["pods"] = "pods"
     n: int = 32
     m: int = 8
-    rule: Literal["max_variance", "max_reward", "random"] = "max_variance"
+    rule: Literal["max_variance", "max_reward", "random", "max_variance_open_r1"] = "max_variance"
     budget: Literal["trained", "generated"] = "trained"
 
     def __post_init__(self) -> None:
@@ -102,6 +111,51 @@ def max_variance_subsets(rewards: np.ndarray, m: int) -> np.ndarray:
     return kept[0] if one else kept
 
 
+def open_r1_max_variance_subsets(rewards: np.ndarray, m: int) -> np.ndarray:
+    """The subset the 8-GPU open-r1 ``grpo_trainer.py`` (YixuanEvenXu/pods 187f43b) keeps for
+    each row of ``rewards`` (prompts x n): the paper's search with its aliasing.
+
+    There ``indices = sorted_indices[:, :m]`` is a view of the sorted order, and
+    ``indices[max_mask] = _indices[max_mask]`` writes each improvement into the first ``m``
+    columns of that order, so every later candidate ``cat(sorted[:, :i], sorted[:, i - m:])``
+    is built from the overwritten order. numpy slices are views too: the loop below is the
+    official one, with the exact variance comparison of :func:`max_variance_subsets` and a
+    stable sort. Its result can be far from the paper's (issue 29: up to 73 % of groups differ).
+    """
+    r = np.asarray(rewards, dtype=float)
+    one = r.ndim == 1
+    if one:
+        r = r[None, :]
+    num, n = r.shape
+    if not 1 <= m <= n:
+        raise ValueError(f"open_r1_max_variance_subsets: need 1 <= m <= n, got m={m}, n={n}")
+    sorted_indices = np.argsort(-r, axis=1, kind="stable")
+    indices = sorted_indices[:, :m]  # a view, as in the official code
+    variances = _subset_scores(r, indices)
+    for i in range(m):
+        candidate = np.concatenate([sorted_indices[:, :i], sorted_indices[:, i - m :]], axis=1)
+        scores = _subset_scores(r, candidate)
+        better = scores > variances
+        if better.any():
+            variances[better] = scores[better]
+            indices[better] = candidate[better]  # writes into sorted_indices
+    kept = indices.copy()
+    return kept[0] if one else kept
+
+
+def _subset_scores(r: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """A score ordered as the variance of each row's rewards at ``idx`` (equal sizes): exact
+    ``m * sum(x^2) - sum(x)^2`` on the 2^-16 grid, else the float variance."""
+    vals = np.take_along_axis(r, idx, axis=1)
+    scaled = vals * _SCALE
+    m = idx.shape[1]
+    top = float(np.abs(scaled).max()) if scaled.size else 0.0
+    if np.array_equal(scaled, np.rint(scaled)) and float(m) * m * top * top < 2.0**62:
+        x = scaled.astype(np.int64)
+        return m * (x * x).sum(axis=1) - x.sum(axis=1) ** 2
+    return vals.var(axis=1)
+
+
 def _exact_scores(s: np.ndarray, m: int, tops: np.ndarray) -> np.ndarray | None:
     """``m * sum(x^2) - sum(x)^2`` (m^2 times the population variance) per candidate, in exact
     int64 arithmetic on rewards scaled by 2^16; None when the rewards are not on that grid or
@@ -141,8 +195,11 @@ class PodsAllocator(KeptGroups, BaseAllocator):
         # single-GPU Qwen2.5-3B-Instruct runs of the paper (results/Instruct-*-512-n-m-*.json)
         "paper-gsm8k": {"n": 64, "m": 16},
         "paper-math": {"n": 32, "m": 8},
-        # the 8-GPU open-r1 runs (open-r1/exp.sh: --pods_full_size=128 --num_generations=32)
+        # the 8-GPU open-r1 runs (open-r1/exp.sh: --pods_full_size=128 --num_generations=32),
+        # with the paper's rule: NOT what those runs executed (their search aliased its order;
+        # issue 29, mend c) -- that is the next preset
         "paper-gsm8k-8gpu": {"n": 128, "m": 32},
+        "paper-gsm8k-8gpu-as-run": {"n": 128, "m": 32, "rule": "max_variance_open_r1"},
     }
 
     def __init__(self, config: PodsConfig, **kwargs: Any) -> None:
@@ -181,6 +238,8 @@ class PodsAllocator(KeptGroups, BaseAllocator):
         rewards = np.stack([o.rewards for o in outcomes]).astype(float, copy=False)
         if cfg.rule == "max_variance":
             kept = max_variance_subsets(rewards, cfg.m)
+        elif cfg.rule == "max_variance_open_r1":
+            kept = open_r1_max_variance_subsets(rewards, cfg.m)
         elif cfg.rule == "max_reward":
             kept = np.argsort(-rewards, axis=1, kind="stable")[:, : cfg.m]
         else:

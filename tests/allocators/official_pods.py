@@ -39,3 +39,23 @@ def official_advantages(rewards: torch.Tensor, num_generations_grad: int) -> tor
     mean_grouped_rewards = mean_grouped_rewards.repeat_interleave(num_generations_grad, dim=0)
     std_grouped_rewards = std_grouped_rewards.repeat_interleave(num_generations_grad, dim=0)
     return (rewards - mean_grouped_rewards) / (std_grouped_rewards + 1e-4)
+
+
+def official_open_r1_indices(rewards: torch.Tensor, num_generations: int) -> torch.Tensor:
+    """The 8-GPU trainer's loop (``open-r1/src/open_r1/grpo_trainer.py``, ``mode == "train"``),
+    batched over prompts as there: ``rewards`` is (prompts, pods_full_size). ``indices`` is a
+    view of ``sorted_indices``, so each improvement is written into the sorted order (the
+    aliasing of issue 29, mend c). Stable sort, as above."""
+    sorted_indices = rewards.argsort(dim=1, descending=True, stable=True)
+    indices = sorted_indices[:, :num_generations]
+    variances = rewards.gather(1, indices).var(dim=1)
+    for i in range(num_generations):
+        _indices = torch.cat(
+            [sorted_indices[:, :i], sorted_indices[:, i - num_generations :]], dim=1
+        )
+        _variances = rewards.gather(1, _indices).var(dim=1)
+        max_mask = _variances > variances
+        if max_mask.any():
+            variances[max_mask] = _variances[max_mask]
+            indices[max_mask] = _indices[max_mask]
+    return indices

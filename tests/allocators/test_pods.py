@@ -10,10 +10,19 @@ import pytest
 import torch
 
 from rollcli.allocators import create_allocator
-from rollcli.allocators.pods import PodsConfig, max_variance_subsets, subset_search_order
+from rollcli.allocators.pods import (
+    PodsConfig,
+    max_variance_subsets,
+    open_r1_max_variance_subsets,
+    subset_search_order,
+)
 
 from .conftest import run_scripted_step
-from .official_pods import official_advantages, official_max_variance_indices
+from .official_pods import (
+    official_advantages,
+    official_max_variance_indices,
+    official_open_r1_indices,
+)
 
 
 @pytest.mark.parametrize(
@@ -177,3 +186,31 @@ def test_advantages_are_normalised_over_the_kept_rollouts() -> None:
         (ours,) = group_advantages([kept], eps=1e-4)  # the official eps (the backend's is 1e-6)
         theirs = official_advantages(torch.tensor(kept, dtype=torch.float32), 8).numpy()
         np.testing.assert_allclose(ours, theirs, rtol=1e-5)
+
+
+@pytest.mark.parametrize(("n", "m"), [(128, 32), (64, 16), (12, 5)])
+def test_open_r1_rule_matches_the_8gpu_trainer_as_it_ran(n: int, m: int) -> None:
+    """Issue 29, mend (c): the open-r1 loop aliases ``indices`` into ``sorted_indices``;
+    ``max_variance_open_r1`` keeps what it kept, and differs from the paper's rule often."""
+    rng = np.random.default_rng(n + m)
+    binary = (rng.random((300, n)) < rng.uniform(0.05, 0.95, (300, 1))).astype(float)
+    shaped = rng.integers(0, 9, (300, n)) / 8.0
+    for rewards in (binary, shaped):
+        want = official_open_r1_indices(torch.tensor(rewards, dtype=torch.float32), m)
+        ours = open_r1_max_variance_subsets(rewards, m)
+        np.testing.assert_array_equal(ours, want.numpy())
+    paper = max_variance_subsets(binary, m)
+    as_run = open_r1_max_variance_subsets(binary, m)
+    differ = np.mean([set(a) != set(b) for a, b in zip(paper, as_run, strict=True)])
+    kept_var = np.take_along_axis(binary, as_run, 1).var(1).sum()
+    best_var = np.take_along_axis(binary, paper, 1).var(1).sum()
+    assert differ > 0.1 and kept_var < best_var
+
+
+def test_the_8gpu_presets_say_which_rule_they_run() -> None:
+    from rollcli.allocators import create_config
+
+    paper = create_config({"kind": "pods", "preset": "paper-gsm8k-8gpu"})
+    as_run = create_config({"kind": "pods", "preset": "paper-gsm8k-8gpu-as-run"})
+    assert (paper.n, paper.m, paper.rule) == (128, 32, "max_variance")
+    assert (as_run.n, as_run.m, as_run.rule) == (128, 32, "max_variance_open_r1")
