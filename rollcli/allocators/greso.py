@@ -57,6 +57,8 @@ class GresoConfig:
     """
 
     __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
+    # added after specs were written: left out of dumped specs at its default (job ids)
+    LATE_KNOBS: ClassVar[tuple[str, ...]] = ("trace_rewards",)
 
     kind: Literal["greso"] = "greso"
     n: int = 8
@@ -76,6 +78,7 @@ class GresoConfig:
     loader_batch: int = 0
     max_rounds: int = 10
     on_max_rounds: Literal["error", "stop"] = "error"
+    trace_rewards: Literal["raw", "official"] = "raw"
 
     def __post_init__(self) -> None:
         if self.n < 2:
@@ -112,6 +115,7 @@ class GresoConfig:
             )
         check_at_least(self, 1, "max_rounds")
         check_choice("on_max_rounds", self.on_max_rounds, ["error", "stop"])
+        check_choice("trace_rewards", self.trace_rewards, ["raw", "official"])
 
 
 # -- the official rules, as pure functions (tests/allocators/test_greso_official.py holds
@@ -309,8 +313,12 @@ class GresoAllocator(BaseAllocator):
         cfg, n = self.config, self.config.n
         ids = np.fromiter((o.prompt_id for o in outcomes), np.int64, len(outcomes))
         rewards = np.concatenate([o.rewards for o in outcomes]).reshape(len(outcomes), n)
-        # the trace entry: the group's mean reward, a float32 mean as in the official trainer
-        means = rewards.astype(np.float32).mean(axis=1, dtype=np.float32).astype(float)
+        # the trace entry: the group's mean reward, a float32 mean as in the official trainer;
+        # "official" reads a reward below 1 as the official 0.1 of a formatted wrong answer
+        scored = rewards.astype(np.float32)
+        if cfg.trace_rewards == "official":
+            scored = np.where(rewards >= 1.0, np.float32(1.0), np.float32(0.1))
+        means = scored.mean(axis=1, dtype=np.float32).astype(float)
         self._easy_run[ids] = np.where(means >= cfg.easy_mean, self._easy_run[ids] + 1, 0)
         self._hard_run[ids] = np.where(means <= cfg.hard_mean, self._hard_run[ids] + 1, 0)
         hi, lo = rewards.max(axis=1), rewards.min(axis=1)

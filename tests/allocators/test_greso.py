@@ -233,3 +233,25 @@ def test_presets_are_the_published_round_sizes() -> None:
         seed=0,
     )
     assert (half.batch_prompts, half.max_round, half.min_round) == (128, 192, 64)
+
+
+@pytest.mark.parametrize(
+    ("n", "trace", "hard"),
+    [(10, "raw", True), (10, "official", False), (8, "raw", False), (8, "official", False)],
+)
+def test_one_success_in_n_is_hard_only_on_the_raw_scale_from_n_10(
+    n: int, trace: str, hard: bool
+) -> None:
+    """Issue 29, mend (d): on the official scale (wrong = 0.1) 1 of n correct has mean
+    0.1 + 0.9/n > 0.11 for n < 90; on the 1/0 scale 1/n <= 0.11 once n >= 10."""
+    once = [1.0] + [0.0] * (n - 1)
+    order = epoch_order(4, 0)
+    backend = scripted_by_position(order, [once, [1.0, 0.0] * (n // 2)] * 2)
+    config = {"kind": "greso", "n": n, "sampling_factor": 1.0, "trace_rewards": trace}
+    a = create_allocator(config, num_prompts=4, rollouts_per_step=4 * n, seed=0)
+    a.start_step(0)
+    while (ask := a.ask()) is not None:
+        a.tell(backend.generate(ask))
+    a.train_groups()
+    probs = a.skip_probabilities(np.array([order[0], order[1]])).tolist()
+    assert probs == [0.5 if hard else 0.0, 0.0]  # a hard trace entry: skipped at 1 - p_hard
