@@ -62,6 +62,8 @@ __all__ = [
     "worker_command",
     "node_address",
     "run_on_slurm",
+    "ray_address_file",
+    "clear_ray_address_file",
 ]
 
 JOIN_TIMEOUT_S = 600.0  # ROLLCLI_RAY_JOIN_TIMEOUT overrides it
@@ -82,9 +84,34 @@ def _reachable(host: str, port: int, timeout: float = 2.0) -> bool:
         return False
 
 
+def ray_address_file(env: Mapping[str, str] | None = None) -> Path:
+    """Where ``ray start`` records the cluster a plain ``ray.init()`` on this node joins
+    (Ray's ``get_ray_address_file``: ``$RAY_TMPDIR``, else ``$TMPDIR``, else /tmp, + ray/)."""
+    env = os.environ if env is None else env
+    temp = env.get("RAY_TMPDIR") or env.get("TMPDIR") or "/tmp"
+    return Path(temp) / "ray" / "ray_current_cluster"
+
+
+def clear_ray_address_file(address: str, env: Mapping[str, str] | None = None) -> bool:
+    """Remove this node's Ray address file when it names ``address`` (this job's cluster, now
+    stopped); another job's entry is left alone. Ray removes it only in ``ray stop``, and a
+    later ``ray.init()`` without an address would wait for the dead cluster for ever."""
+    path = ray_address_file(env)
+    try:
+        if path.read_text().strip() != address:
+            return False
+        path.unlink()
+    except OSError:
+        return False
+    return True
+
+
 @contextlib.contextmanager
-def _ray_process(cmd: list[str], log: Path, env: Mapping[str, str]) -> Iterator[subprocess.Popen]:
-    """``ray start --block`` in its own process group; the whole group is stopped on exit."""
+def _ray_process(
+    cmd: list[str], log: Path, env: Mapping[str, str], address: str
+) -> Iterator[subprocess.Popen]:
+    """``ray start --block`` in its own process group; the whole group is stopped on exit and
+    Ray's address file cleared when it still names ``address`` (the job's head)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         proc = subprocess.Popen(
@@ -94,6 +121,7 @@ def _ray_process(cmd: list[str], log: Path, env: Mapping[str, str]) -> Iterator[
         yield proc
     finally:
         _stop_group(proc)
+        clear_ray_address_file(address, env)
 
 
 def _stop_group(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
@@ -219,7 +247,7 @@ def _run_head(
         ray_env = _ray_env(job_dir, create=True)
         _status(plan, ray_dir, "head", ip=head_ip)
         cmd = head_command(plan, head_ip, _ray_binary())
-        with _ray_process(cmd, ray_dir / f"head-{plan.session}.log", ray_env) as head:
+        with _ray_process(cmd, ray_dir / f"head-{plan.session}.log", ray_env, address) as head:
             try:
                 info = {"host": plan.host, "ip": head_ip, "port": plan.base_port}
                 atomic_write_json(ray_dir / f"head-{plan.session}.json", info)
@@ -287,7 +315,7 @@ def _run_worker(plan: RayNodePlan, job_dir: Path, env: Mapping[str, str], timeou
     log = ray_dir / f"worker{plan.rank}-{plan.session}.log"
     _status(plan, ray_dir, "joining", ip=node_ip, head=f"{head_ip}:{port}")
     cmd = worker_command(plan, node_ip, head_ip, _ray_binary())
-    with _ray_process(cmd, log, ray_env) as worker:
+    with _ray_process(cmd, log, ray_env, f"{head_ip}:{port}") as worker:
         lost_since: float | None = None
         while not done.exists():
             if worker.poll() is not None:
@@ -339,7 +367,7 @@ def _probe() -> str:
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    ray.init(logging_level="ERROR")
+    ray.init(address=os.environ["RAY_ADDRESS"], logging_level="ERROR")
     try:
         nodes = [n for n in ray.nodes() if n.get("Alive")]
 

@@ -10,6 +10,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,40 @@ def test_two_slurm_tasks_form_one_ray_cluster(tmp_path: Path):
     assert probe["ran_on"] == sorted(n["node_id"] for n in probe["nodes"])  # a task on each
     assert list((job_dir / "ray").glob("done-*")), "the head did not mark the end for workers"
     assert oct((job_dir / "ray" / "auth_token").stat().st_mode & 0o777) == "0o600"
+
+
+def test_stopping_the_jobs_ray_clears_its_address_file(tmp_path, monkeypatch):
+    """`ray start` records its cluster in Ray's address file and only `ray stop` removes it; a
+    later plain `ray.init()` on the node would wait for the dead cluster for ever. Stopping the
+    job's Ray process clears the file when it names this job's head, and only then."""
+    from rollcli.launch import ray_bootstrap as rb
+
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "raytmp"))
+    address_file = rb.ray_address_file()
+    assert address_file == tmp_path / "raytmp" / "ray" / "ray_current_cluster"
+    # a stand-in for `ray start --block`: records the address, then blocks until stopped
+    fake = f"mkdir -p {address_file.parent} && printf 10.0.0.1:20001 > {address_file} && sleep 60"
+    with rb._ray_process(["sh", "-c", fake], tmp_path / "log", os.environ, "10.0.0.1:20001") as p:
+        deadline = time.monotonic() + 10
+        while not address_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert address_file.read_text() == "10.0.0.1:20001" and p.poll() is None
+    assert not address_file.exists()
+    # another job's (or the user's own) cluster on this node is left alone
+    address_file.write_text("10.0.0.9:6379")
+    assert rb.clear_ray_address_file("10.0.0.1:20001") is False
+    assert address_file.read_text() == "10.0.0.9:6379"
+
+
+def test_address_file_is_where_ray_looks(tmp_path, monkeypatch):
+    pytest.importorskip("ray")
+    from ray._common.utils import get_ray_address_file
+
+    from rollcli.launch.ray_bootstrap import ray_address_file
+
+    for env in ({"RAY_TMPDIR": str(tmp_path / "a")}, {"TMPDIR": str(tmp_path / "b")}, {}):
+        for var in ("RAY_TMPDIR", "TMPDIR"):
+            monkeypatch.delenv(var, raising=False)
+        for var, value in env.items():
+            monkeypatch.setenv(var, value)
+        assert ray_address_file() == Path(get_ray_address_file(None))
