@@ -122,7 +122,10 @@ def _resources(launch: Any, kind: str) -> Resources:
             time=launch.time,
             **common,
         )
-    if launch.cpu_partition is not None:  # needs no GPU: off the GPU partition
+    # the report needs no GPU and is cheap to rerun: none of the train jobs' requeue or
+    # sbatch_extra (an --exclusive there would hold a whole GPU node to write a table)
+    common = {**common, "sbatch_extra": (), "requeue": False}
+    if launch.cpu_partition is not None:  # off the GPU partition
         common = {**common, "partition": launch.cpu_partition, "constraint": None}
     return Resources(nodes=1, gpus_per_node=0, cpus_per_task=1, time="01:00:00", **common)
 
@@ -139,7 +142,12 @@ def build_plan(spec: Any) -> Plan:
     # verl sizes its Ray cluster from the job's launch shape (backend.nnodes/gpus_per_node win)
     cluster = None
     if backend.get("kind") == "verl":
-        cluster = {"nodes": spec.launch.nodes, "gpus_per_node": spec.launch.gpus_per_node}
+        # and its code-sandbox pools from the node's CPUs (one task per node)
+        cluster = {
+            "nodes": spec.launch.nodes,
+            "gpus_per_node": spec.launch.gpus_per_node,
+            "cpus_per_task": spec.launch.cpus_per_task,
+        }
     jobs: list[PlannedJob] = []
     train_ids: list[str] = []
     for name, allocator in data["allocators"].items():

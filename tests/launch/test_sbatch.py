@@ -197,3 +197,25 @@ def test_no_requeue_when_the_spec_says_so():
     group = group_into_arrays(_jobs(1, res=Resources(requeue=False)))[0]
     text = render_sbatch(group, run_dir=RUN_DIR, experiment="x", python=PYTHON)
     assert "#SBATCH --no-requeue" in text and "#SBATCH --requeue" not in text
+
+
+def _setup_block(text: str) -> str:
+    """The ``# setup`` block of a rendered script (what runs before srun)."""
+    return text.split("# setup\n", 1)[1].split("\n# command", 1)[0]
+
+
+def test_srun_gets_the_tasks_cpus():
+    """Slurm 22.05-23.02 no longer passes sbatch's --cpus-per-task to srun: the setup block
+    exports SRUN_CPUS_PER_TASK from it, so the task srun starts has all the CPUs Ray is told."""
+    import subprocess
+
+    group = group_into_arrays(_jobs(1, res=H200))[0]
+    setup = _setup_block(render_sbatch(group, run_dir=RUN_DIR, experiment="x", python=PYTHON))
+    probe = setup + '\necho "srun=${SRUN_CPUS_PER_TASK:-unset}"\n'
+    env = {"PATH": "/usr/bin:/bin", "SLURM_CPUS_PER_TASK": "32"}
+    out = subprocess.run(["bash", "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip().endswith("srun=32")
+    # outside a job with --cpus-per-task nothing is invented
+    del env["SLURM_CPUS_PER_TASK"]
+    out = subprocess.run(["bash", "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip().endswith("srun=unset")

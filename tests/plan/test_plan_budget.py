@@ -114,3 +114,18 @@ def test_report_job_goes_to_the_cpu_partition(cli, monkeypatch):
     assert report["resources"]["partition"] == "cpu" and report["resources"]["gpus_per_node"] == 0
     assert {j["resources"]["partition"] for j in jobs if j["type"] != "report"} == {"h200"}
     assert "report job needs no GPU" not in cli(command[1:]).stdout
+
+
+def test_report_job_drops_the_train_jobs_requeue_and_extras():
+    """The report job writes a table: it must not inherit the train jobs' --requeue or their
+    sbatch_extra (an --exclusive would hold a whole GPU node), with or without a CPU partition."""
+    for overrides in ([], ["launch.cpu_partition=cpu"]):
+        spec = load_spec(
+            GOLDEN / "verl.yaml",
+            overrides=[*overrides, "launch.sbatch_extra=[--exclusive]", "launch.requeue=true"],
+        )
+        plan = build_plan(spec)
+        [report] = plan.by_type("report")
+        assert report.resources.sbatch_extra == () and report.resources.requeue is False
+        train = plan.by_type("train")[0]
+        assert train.resources.sbatch_extra == ("--exclusive",) and train.resources.requeue

@@ -99,7 +99,11 @@ def test_eval_jobs_only_for_verl_with_eval_jobs():
     assert set(report.depends_on) == set(train) | {j.id for j in evals}
     assert train[next(iter(train))].resources.nodes == 2
     assert evals[0].resources.nodes == 1 and evals[0].resources.gpus_per_node == 8
-    assert train[next(iter(train))].config["launch"] == {"nodes": 2, "gpus_per_node": 8}
+    assert train[next(iter(train))].config["launch"] == {
+        "nodes": 2,
+        "gpus_per_node": 8,
+        "cpus_per_task": 1,  # sizes the code-sandbox pools (issue 24); the spec names none
+    }
     no_eval = build_plan(load_spec(GOLDEN / "verl.yaml", ["eval.jobs=false"]))
     assert not no_eval.by_type("eval")
 

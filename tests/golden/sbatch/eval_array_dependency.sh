@@ -19,6 +19,7 @@
 export PYTHONUNBUFFERED=1
 export ROLLCLI_RUN_DIR='/shared/runs/it'"'"'s a "quoted" run/sweep 1'
 export ROLLCLI_EXECUTOR=slurm
+if [ -n "${SLURM_CPUS_PER_TASK:-}" ]; then export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK; fi
 
 # command
 export SUBMITIT_EXECUTOR=slurm

@@ -19,6 +19,7 @@
 export PYTHONUNBUFFERED=1
 export ROLLCLI_RUN_DIR='/shared/runs/it'"'"'s a "quoted" run/sweep 1'
 export ROLLCLI_EXECUTOR=slurm
+if [ -n "${SLURM_CPUS_PER_TASK:-}" ]; then export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK; fi
 export ROLLCLI_RAY_PORT=$((20000 + SLURM_JOB_ID % 20000))
 export RAY_DEDUP_LOGS=0
 ulimit -n 65536 2>/dev/null || true

@@ -22,6 +22,7 @@
 export PYTHONUNBUFFERED=1
 export ROLLCLI_RUN_DIR=/runs/vigor-code-h200
 export ROLLCLI_EXECUTOR=slurm
+if [ -n "${SLURM_CPUS_PER_TASK:-}" ]; then export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK; fi
 
 # command
 export SUBMITIT_EXECUTOR=slurm
@@ -34,12 +35,12 @@ srun --unbuffered --output /runs/vigor-code-h200/slurm/%A_%a_%t_log.out --error 
 #SBATCH --dependency=afterany:train-0
 #SBATCH --error=/runs/vigor-code-h200/slurm/%j_0_log.err
 #SBATCH --job-name=rollcli-vigor-code-h200-report
+#SBATCH --no-requeue
 #SBATCH --nodes=1
 #SBATCH --ntasks-per-node=1
 #SBATCH --open-mode=append
 #SBATCH --output=/runs/vigor-code-h200/slurm/%j_0_log.out
 #SBATCH --partition=h200
-#SBATCH --requeue
 #SBATCH --signal=USR2@90
 #SBATCH --time=60
 #SBATCH --wckey=submitit
@@ -48,6 +49,7 @@ srun --unbuffered --output /runs/vigor-code-h200/slurm/%A_%a_%t_log.out --error 
 export PYTHONUNBUFFERED=1
 export ROLLCLI_RUN_DIR=/runs/vigor-code-h200
 export ROLLCLI_EXECUTOR=slurm
+if [ -n "${SLURM_CPUS_PER_TASK:-}" ]; then export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK; fi
 
 # command
 export SUBMITIT_EXECUTOR=slurm
