@@ -2,7 +2,8 @@
 
 ``create_tracker(job_config, job_dir)`` returns a callable that the train loop calls with every
 metrics row (docs/CONTRACTS.md §4) and a ``finish()``. Runs are grouped by experiment, typed by job
-(train/eval), carry the resolved job config, and have a deterministic id (a hash of the job id) with
+(train/eval), carry the resolved job config, and have a deterministic id (a hash of the experiment
+and the job id: experiments that share a job, such as a common GRPO baseline, get a run each) with
 ``resume="allow"``, so a resumed job continues the same W&B run. Mode ``auto`` is online when an API
 key is configured (``WANDB_API_KEY`` or a netrc entry for the W&B host) and offline otherwise;
 ``disabled`` logs nothing. W&B files live in ``<job>/wandb/``. wandb is imported only here, lazily.
@@ -78,9 +79,13 @@ def resolve_mode(mode: str | None) -> str:
     return mode
 
 
-def wandb_run_id(job_id: str) -> str:
-    """The W&B run id of a job: stable across machines, resumes and re-runs of the same job."""
-    return hashlib.sha256(f"rollcli-job:{job_id}".encode()).hexdigest()[:16]
+def wandb_run_id(job_id: str, experiment: str) -> str:
+    """The W&B run id of a job in an experiment: stable across machines, resumes and re-runs.
+
+    Job ids leave the experiment out (two experiments with the same GRPO baseline share its job
+    id), so the id hashes both: otherwise the second experiment would resume the first's run and
+    its rows would be dropped from its own group."""
+    return hashlib.sha256(f"rollcli-job:{experiment}/{job_id}".encode()).hexdigest()[:16]
 
 
 def wandb_settings(job_config: Mapping[str, Any]) -> dict[str, Any]:
@@ -147,15 +152,16 @@ def create_tracker(
     tags = [str(t) for t in (cfg.get("tags") or [])]
     job_dir = Path(job_dir)
     job_dir.mkdir(parents=True, exist_ok=True)
+    experiment = str(job_config.get("experiment") or "rollcli")
     kwargs = dict(
         project=str(cfg.get("project") or "rollcli"),
         entity=cfg.get("entity") or None,
-        group=str(cfg.get("group") or job_config.get("experiment") or "rollcli"),
+        group=str(cfg.get("group") or experiment),
         job_type=job_type,
         name=name,
         tags=tags or None,
         config=dict(job_config),
-        id=wandb_run_id(job_id),
+        id=wandb_run_id(job_id, experiment),
         resume="allow",
         dir=str(job_dir),
     )

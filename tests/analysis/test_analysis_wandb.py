@@ -68,9 +68,40 @@ def test_mode_resolution(wandb_env, monkeypatch):
 
 
 def test_run_id_is_deterministic():
-    assert wandb_run_id("3f2a9c1b7d") == wandb_run_id("3f2a9c1b7d")
-    assert wandb_run_id("3f2a9c1b7d") != wandb_run_id("3f2a9c1b7e")
-    assert len(wandb_run_id("x")) == 16 and wandb_run_id("x").isalnum()
+    assert wandb_run_id("3f2a9c1b7d", "exp") == wandb_run_id("3f2a9c1b7d", "exp")
+    assert wandb_run_id("3f2a9c1b7d", "exp") != wandb_run_id("3f2a9c1b7e", "exp")
+    assert len(wandb_run_id("x", "e")) == 16 and wandb_run_id("x", "e").isalnum()
+
+
+def test_experiments_sharing_a_job_get_a_run_each(tmp_path, wandb_env, monkeypatch):
+    """Job ids leave the experiment out: a GRPO baseline shared by two experiments has one job
+    id. Each experiment's tracker must open its own W&B run, not resume the other's."""
+    import rollcli.analysis.tracking as tracking
+
+    opened = []
+
+    class FakeRun:
+        step = 0
+
+        def define_metric(self, *args, **kwargs):
+            return None
+
+    def fake_init(wandb, mode, kwargs):
+        opened.append(kwargs)
+        return FakeRun()
+
+    monkeypatch.setattr(tracking, "_init", fake_init)
+    for experiment in ("pc-vs-grpo", "vigor-vs-grpo"):
+        config = {**_job_config("grpo0000001", "offline"), "experiment": experiment}
+        create_tracker(config, tmp_path / experiment / "job")
+    first, second = opened
+    assert first["group"] == "pc-vs-grpo" and second["group"] == "vigor-vs-grpo"
+    assert first["id"] != second["id"]
+    # and a resumed job (same experiment, same job) continues its own run
+    again = create_tracker(
+        {**_job_config("grpo0000001", "offline"), "experiment": "pc-vs-grpo"}, tmp_path / "again"
+    )
+    assert again is not None and opened[2]["id"] == first["id"]
 
 
 def test_disabled_tracker_writes_nothing(tmp_path, wandb_env):
@@ -94,7 +125,7 @@ def test_offline_run_folder_has_the_expected_keys(
         for row in rows:
             tracker(row)
         tracker.finish()
-    run_id = wandb_run_id("pc01abcdef")
+    run_id = wandb_run_id("pc01abcdef", "synthetic")
     folders = sorted((job_dir / "wandb").glob("offline-run-*"))
     # same run id; a second folder started within the same second gets a "-1" suffix
     assert len(folders) == 2 and all(f"-{run_id}" in f.name for f in folders)
