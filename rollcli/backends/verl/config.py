@@ -51,6 +51,9 @@ class VerlConfig:
     scorers' ``format_score``; the success stays 0/1. ``code_partial_credit`` (w in [0, 1), off
     at 0; ``reward: code``): a failing solution's training reward is w x its fraction of tests
     passed (every test runs), a timed-out one 0, a passing one 1; ``format_score + w <= 1``.
+    ``attention``: the FSDP actor's attention implementation (``auto``: ``flash_attention_2`` on
+    cuda, which needs flash-attn, checked when the job starts; ``eager`` on cpu; ``sdpa``: the
+    fallback that needs no extra package).
     ``trace_groups`` writes every step's asks and trained groups to ``verl/trace.jsonl`` (tests).
     ``test_freq``/``save_freq`` default to the spec's ``eval.every``/``checkpoint.every``.
     ``num_minibatches`` is the number of optimiser steps per training step (per epoch), the knob
@@ -67,6 +70,7 @@ class VerlConfig:
         "reward_deadline_s",
         "format_score",
         "code_partial_credit",
+        "attention",
     )
     # the spec asks: `eval.jobs` (separate jobs evaluating this backend's checkpoints) runs here
     runs_eval_jobs: ClassVar[bool] = True
@@ -112,6 +116,9 @@ class VerlConfig:
     entropy_coeff: float = 0.0
     grad_clip: float = 1.0
     strategy: Literal["fsdp", "fsdp2"] = "fsdp2"
+    # the FSDP actor's attention (rollcli.backends.verl.gpu_stack): auto = flash_attention_2 on
+    # cuda (flash-attn checked at job start), eager on cpu; sdpa needs no extra package
+    attention: Literal["auto", "flash_attention_2", "sdpa", "eager"] = "auto"
     # rollout
     rollout_engine: Literal["vllm", "hf"] | None = None
     temperature: float = 1.0
@@ -192,6 +199,9 @@ class VerlConfig:
             )
         if not (isinstance(self.reward_deadline_s, (int, float)) and self.reward_deadline_s > 0):
             raise ValueError(f"reward_deadline_s must be > 0, got {self.reward_deadline_s!r}")
+        from rollcli.backends.verl.gpu_stack import attention_implementation
+
+        attention_implementation(self.device, self.attention)  # cpu + flash_attention_2: refused
         if self.rollout_engine is None:
             # vLLM has no CPU build: the CPU path generates with transformers inside a Ray actor.
             object.__setattr__(self, "rollout_engine", "hf" if self.device == "cpu" else "vllm")

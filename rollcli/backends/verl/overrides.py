@@ -24,7 +24,14 @@ from typing import Any
 
 from rollcli.backends.verl.config import VerlConfig
 
-__all__ = ["VerlPaths", "compile_overrides", "render_value", "verl_config_from_mapping"]
+__all__ = [
+    "REWARD_WORKERS_PER_NODE",
+    "VerlPaths",
+    "compile_overrides",
+    "render_value",
+    "sandbox_workers_per_process",
+    "verl_config_from_mapping",
+]
 
 
 @dataclass(frozen=True)
@@ -84,6 +91,30 @@ def _cluster(backend: VerlConfig, launch: Mapping[str, Any]) -> tuple[int, int]:
         return nnodes, 1
     gpus = backend.gpus_per_node or int(launch.get("gpus_per_node", 1) or 1)
     return nnodes, gpus
+
+
+# verl's reward loop: this many reward-worker processes per node (verl's default total is 8)
+REWARD_WORKERS_PER_NODE = 8
+
+
+def sandbox_workers_per_process(cpus_per_node: int, gpus_per_node: int) -> int:
+    """Code-sandbox workers in each reward-worker process: the node's CPUs less two per GPU (its
+    FSDP worker and vLLM engine) and four for the driver and Ray, shared by the node's
+    :data:`REWARD_WORKERS_PER_NODE` reward workers (at least one each)."""
+    free = cpus_per_node - 2 * gpus_per_node - 4
+    return max(1, free // REWARD_WORKERS_PER_NODE)
+
+
+def _sandbox_workers(launch: Mapping[str, Any], nnodes: int, gpus: int) -> dict[str, Any]:
+    """``reward: code`` on GPUs: reward workers on every node, each with a sandbox pool sized
+    from the node's CPUs (``launch.cpus_per_task``: one task per node)."""
+    cpus = int(launch.get("cpus_per_task", 1) or 1)
+    return {
+        "reward.num_workers": REWARD_WORKERS_PER_NODE * nnodes,
+        "+reward.custom_reward_function.reward_kwargs.sandbox_workers": (
+            sandbox_workers_per_process(cpus, gpus)
+        ),
+    }
 
 
 def compile_overrides(job: Mapping[str, Any], paths: VerlPaths) -> list[str]:
@@ -199,10 +230,27 @@ def compile_overrides(job: Mapping[str, Any], paths: VerlPaths) -> list[str]:
             backend.reward, backend.reward_deadline_s, all_tests=backend.code_partial_credit > 0
         )
     )
+    if backend.rollout_engine == "vllm":
+        # vLLM's context otherwise defaults to the model's (4,096 for a stock Qwen2.5-Math-1.5B),
+        # silently capping responses below max_response_len; verl refuses a value the model's
+        # max_position_embeddings cannot hold, at start
+        o["actor_rollout_ref.rollout.max_model_len"] = seq_len
+    if backend.reward == "code" and backend.device == "cuda":
+        o.update(_sandbox_workers(launch, nnodes, gpus))
     if backend.device == "cpu":
         from rollcli.backends.verl.cpu_settings import cpu_overrides
 
         o.update(cpu_overrides(multinode=nnodes > 1))
+    if nnodes == 1:
+        # a private Ray cluster: without an address ray.init() joins whatever cluster
+        # /tmp/ray/ray_current_cluster names, alive or not (a stale file hangs it for ever);
+        # multi-node jobs get the bootstrap's head address at job start (runner.job_overrides)
+        o.setdefault("+ray_kwargs.ray_init.address", "local")
+    from rollcli.backends.verl.gpu_stack import attention_implementation
+
+    o["+actor_rollout_ref.model.override_config.attn_implementation"] = attention_implementation(
+        backend.device, backend.attention
+    )
     lines = [f"{key}={render_value(value)}" for key, value in o.items()]
     for key, value in backend.verl_overrides.items():
         lines.append(f"++{key.lstrip('+')}={render_value(value)}")

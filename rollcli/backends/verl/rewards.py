@@ -84,14 +84,16 @@ _POOLS: dict[str, Any] = {}
 _POOL_PID: int | None = None
 
 
-def _pool(kind: str, deadline_s: float) -> Any:
-    """This process's math or code pool (rebuilt after a fork or for another deadline)."""
+def _pool(kind: str, deadline_s: float, size: int = 1) -> Any:
+    """This process's math or code pool (rebuilt after a fork or for another deadline or size;
+    ``size``: sandbox workers of the code pool, :func:`rollcli.backends.verl.overrides.
+    sandbox_workers_per_process`)."""
     global _POOL_PID
     if os.getpid() != _POOL_PID:
         _POOLS.clear()  # a forked child must not share its parent's workers
         _POOL_PID = os.getpid()
     pool = _POOLS.get(kind)
-    if pool is not None and pool.rollcli_deadline_s != deadline_s:
+    if pool is not None and (pool.rollcli_deadline_s, pool.rollcli_size) != (deadline_s, size):
         pool.close()
         pool = None
     if pool is None:
@@ -102,8 +104,9 @@ def _pool(kind: str, deadline_s: float) -> Any:
         else:
             from rollcli.eval.graders.sandbox import SandboxPool
 
-            pool = SandboxPool(1, rollout_timeout_s=deadline_s)
+            pool = SandboxPool(size, rollout_timeout_s=deadline_s)
         pool.rollcli_deadline_s = deadline_s
+        pool.rollcli_size = size
         _POOLS[kind] = pool
     return pool
 
@@ -145,11 +148,12 @@ def code_grades(
     pairs: Sequence[tuple[str, Any]],
     deadline_s: float = DEFAULT_DEADLINE_S,
     all_tests: bool = False,
+    workers: int = 1,
 ) -> list[tuple[float, bool, float]]:
     """``(score, timed_out, fraction of tests passed)`` per ``(response, tests)``: 1.0 when every
     test passes in the sandbox; a test past its limit or a solution past ``deadline_s`` scores
     0.0, flagged, with a fraction of 0. ``all_tests`` runs every test (else the run stops at the
-    first failure)."""
+    first failure). ``workers``: this process's sandbox pool size."""
     from rollcli.eval.benchmarks.code_tasks import task_problem
     from rollcli.eval.graders.code import grade_code_batch
 
@@ -161,7 +165,7 @@ def code_grades(
             log.error("code reward: row %d's ground truth is not a test set (%s)", index, error)
             bad.append(index)
     with _LOCK:
-        pool = _pool("code", deadline_s)
+        pool = _pool("code", deadline_s, max(1, int(workers)))
     # the pool itself is thread-safe
     results = iter(grade_code_batch(items, pool, stop_at_first_failure=not all_tests))
     out = []
@@ -222,10 +226,11 @@ def compute_score(
     mode: str = "math",
     deadline_s: float = DEFAULT_DEADLINE_S,
     all_tests: bool = False,
+    sandbox_workers: int = 1,
     **_: Any,
 ) -> dict[str, float]:
-    """verl's custom-reward signature; ``mode``, ``deadline_s`` and ``all_tests`` arrive
-    through ``reward_kwargs``. Returns ``{"score": s, TIMEOUT_KEY: 0.0 or 1.0, FORMAT_KEY: 0.0
+    """verl's custom-reward signature; ``mode``, ``deadline_s``, ``all_tests`` and
+    ``sandbox_workers`` (this reward process's sandbox pool) arrive through ``reward_kwargs``. Returns ``{"score": s, TIMEOUT_KEY: 0.0 or 1.0, FORMAT_KEY: 0.0
     or 1.0, PASSED_KEY: fraction}`` (the same keys for every row: verl's agent loop stacks them
     into the batch)."""
     fraction = 0.0
@@ -233,7 +238,9 @@ def compute_score(
         score, timed_out = math_scores([(solution_str, ground_truth)], float(deadline_s))[0]
     elif mode == "code":
         pair = [(solution_str, ground_truth)]
-        score, timed_out, fraction = code_grades(pair, float(deadline_s), bool(all_tests))[0]
+        score, timed_out, fraction = code_grades(
+            pair, float(deadline_s), bool(all_tests), int(sandbox_workers)
+        )[0]
     else:
         score = _other_score(data_source, solution_str, ground_truth, extra_info, mode)
         return {"score": score, TIMEOUT_KEY: 0.0, FORMAT_KEY: 0.0, PASSED_KEY: 0.0}

@@ -111,7 +111,25 @@ def job_overrides(job_dir: Path, job: Mapping[str, Any], paths: VerlPaths) -> li
     backend = verl_config_from_mapping(job["backend"])
     if not (backend.val_data or evaluation.get("suite")):
         lines += ["trainer.test_freq=-1", "trainer.val_before_train=false"]
+    if not any(line.startswith(_RAY_ADDRESS_KEY + "=") for line in lines):
+        lines.append(f"{_RAY_ADDRESS_KEY}={render_value(_multinode_ray_address())}")
     return [*lines, f"+rollcli.job_dir={render_value(str(job_dir.resolve()))}"]
+
+
+_RAY_ADDRESS_KEY = "+ray_kwargs.ray_init.address"
+
+
+def _multinode_ray_address() -> str:
+    """The job's Ray head (set by rollcli.launch.ray_bootstrap on the head node). Never left to
+    ray.init(): without an address it joins whatever cluster Ray's address file names."""
+    address = os.environ.get("RAY_ADDRESS", "").strip()
+    if not address:
+        raise RollcliError(
+            "a multi-node verl job needs its Ray cluster's address: RAY_ADDRESS is unset. "
+            "Run it through rollcli's Slurm executor (launch.executor: slurm), whose Ray "
+            "bootstrap starts the cluster and sets it"
+        )
+    return address
 
 
 def compose_config(lines: Sequence[str]) -> Any:
@@ -224,6 +242,10 @@ def run_train_job(
     job = load_job(job_dir, job)
     backend = verl_config_from_mapping(job["backend"])
     _set_environment(backend)  # before verl is imported: its plugins read the environment
+    if backend.device == "cuda":  # fail here, not in every FSDP worker's init_model
+        from rollcli.backends.verl.gpu_stack import attention_implementation, check_attention
+
+        check_attention(attention_implementation(backend.device, backend.attention))
     paths = prepare_inputs(job_dir, job, backend)
     lines = job_overrides(job_dir, job, paths)
     atomic_write_json(JobFolder(job_dir).verl / "overrides.json", lines)

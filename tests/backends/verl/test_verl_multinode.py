@@ -76,7 +76,9 @@ def test_verl_job_spans_both_nodes(tmp_path, cli, monkeypatch, check_consistency
     assert state["status"] == "done", state["error_tail"]
     overrides = json.loads((train / "verl" / "overrides.json").read_text())
     assert "trainer.nnodes=2" in overrides and "trainer.n_gpus_per_node=1" in overrides
-    assert not any("ray_init.address" in line for line in overrides)  # joins the job's cluster
+    joined = json.loads((train / "ray" / f"cluster-{state['slurm']['job_id']}.0.json").read_text())
+    # joins the job's own cluster by its address, never through Ray's address file
+    assert f"+ray_kwargs.ray_init.address='{joined['address']}'" in overrides
     # one actor/rollout worker on each node, one process group of two ranks, by address
     workers = json.loads((train / "verl" / "workers.json").read_text())["actor_rollout"]
     assert sorted((w["rank"], w["host"], w["ip"]) for w in workers) == [
@@ -85,7 +87,6 @@ def test_verl_job_spans_both_nodes(tmp_path, cli, monkeypatch, check_consistency
     ]
     assert {w["world_size"] for w in workers} == {2}
     assert {w["master"].split(":")[0] for w in workers} == {cluster.addresses[0]}
-    joined = json.loads((train / "ray" / f"cluster-{state['slurm']['job_id']}.0.json").read_text())
     assert joined["resources"]["GPU"] == 2.0 and joined["num_nodes"] == 2
     # 2 GRPO steps whose metrics agree with what the allocator asked for and grouped
     metrics = check_consistency(train, eval_steps={2}, initial_eval=False)
