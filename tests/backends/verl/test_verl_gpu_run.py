@@ -12,13 +12,7 @@ import sys
 
 import pytest
 
-from rollcli.backends.verl.overrides import (
-    REWARD_WORKERS_PER_NODE,
-    VerlPaths,
-    compile_overrides,
-    sandbox_workers_per_process,
-    verl_config_from_mapping,
-)
+from rollcli.backends.verl.overrides import VerlPaths, compile_overrides, verl_config_from_mapping
 from rollcli.errors import RollcliError
 
 needs_verl = pytest.mark.skipif(importlib.util.find_spec("verl") is None, reason="needs verl")
@@ -94,6 +88,11 @@ def test_ray_address_is_explicit_on_every_path(monkeypatch, tmp_path):
 def test_sandbox_pools_are_sized_from_the_nodes_cpus():
     """verl's 8 reward workers each held one sandbox: 8 concurrent solutions on a 64-CPU node.
     Now every node gets 8 reward workers whose pools share the CPUs the GPUs' workers leave."""
+    from rollcli.backends.verl.overrides import (
+        REWARD_WORKERS_PER_NODE,
+        sandbox_workers_per_process,
+    )
+
     assert sandbox_workers_per_process(64, 8) == (64 - 16 - 4) // 8 == 5
     assert sandbox_workers_per_process(4, 8) == 1  # never below one
     lines = compile_overrides(cuda_job(nodes=2, reward="code"), PATHS)
