@@ -195,3 +195,67 @@ def test_validation_grades_each_answer_once(monkeypatch):
     graded = {"code": [], "math": []}
     evaluation.grade_answers(texts, golds, 10.0, reward_mode="verl", reward_results=reward)
     assert graded == {"code": ["code-a", "code-c"], "math": ["math-b"]}  # another grader: regrade
+
+
+@needs_verl
+def test_evaluate_suite_takes_the_reward_loops_code_scores(monkeypatch):
+    """The wiring: evaluate_suite reads rm_scores and the timeout flags verl's reward loop put on
+    the validation rows, and under reward: code grades no code row again."""
+    import json
+
+    import numpy as np
+    import torch
+    from verl import DataProto
+
+    from rollcli.backends.verl import evaluation
+    from rollcli.backends.verl.config import VerlConfig
+    from rollcli.backends.verl.rewards import TIMEOUT_KEY
+
+    tests = json.dumps({"tests": [{"input": "1\n", "output": "1\n", "testtype": "stdin"}]})
+    golds = [tests, "42", tests]
+
+    def must_not_grade(pairs, deadline_s):
+        raise AssertionError("graded a second time")
+
+    monkeypatch.setattr(evaluation, "code_scores", must_not_grade)
+    monkeypatch.setattr(evaluation, "math_scores", lambda pairs, d: [(1.0, False)] * len(pairs))
+
+    class Tokenizer:
+        def batch_decode(self, ids, skip_special_tokens=True):
+            return [f"answer {i}" for i in range(len(ids))]
+
+    class Trainer:
+        backend_config = VerlConfig(model="m", reward="code")
+        tokenizer = Tokenizer()
+        val_dataset = [{"x": i} for i in range(3)]
+
+        class config:  # noqa: N801 - the attribute path verl's config has
+            class actor_rollout_ref:  # noqa: N801
+                class rollout:  # noqa: N801
+                    class val_kwargs:  # noqa: N801
+                        do_sample = True
+
+        def _collate(self, rows):
+            return {
+                "input_ids": torch.zeros(len(rows), 2, dtype=torch.long),
+                "extra_info": np.array([{"k": 1}] * len(rows), dtype=object),
+            }
+
+        def generate_rows(self, batch, ks, meta):
+            assert meta["validate"] is True
+            rm = torch.zeros(3, 4)
+            rm[:, -1] = torch.tensor([0.0, 0.0, 1.0])
+            return DataProto.from_single_dict(
+                {
+                    "rm_scores": rm,
+                    "responses": torch.ones(3, 4, dtype=torch.long),
+                    "response_mask": torch.ones(3, 4, dtype=torch.long),
+                    "reward_model": np.array([{"ground_truth": g} for g in golds], dtype=object),
+                    "data_source": np.array(["livecodebench", "math500", "livecodebench"]),
+                    TIMEOUT_KEY: np.array([1.0, 0.0, 0.0]),
+                }
+            )
+
+    metrics = evaluation.evaluate_suite(Trainer(), step=5)
+    assert metrics["eval/livecodebench"] == 0.5 and metrics["eval/math500"] == 1.0
+    assert metrics["eval/grading_timeouts"] == 1.0
