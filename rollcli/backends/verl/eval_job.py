@@ -278,12 +278,17 @@ def run_eval_job(
 ) -> None:
     """Evaluate every checkpoint of the eval job's train job (see the module docstring);
     ``config`` is the job's config (read from its folder when not given)."""
+    from rollcli.eval.graders.sandbox.preflight import needs_sandbox, require_sandbox
     from rollcli.eval.runner import EvalSettings, load_suite
 
     folder = JobFolder(job_dir)
     job_dir = folder.path
     stop = stop or threading.Event()
-    settings = EvalJobSettings.from_config(config if config is not None else folder.read_config())
+    config = config if config is not None else folder.read_config()
+    need = needs_sandbox(config)
+    if need is not None:  # fail now, not after every program was graded 0
+        require_sandbox(need)
+    settings = EvalJobSettings.from_config(config)
     train_dir = folder.sibling(settings.train_job).path
     if not train_dir.is_dir():
         raise EvalJobError(f"train job folder {train_dir} does not exist")

@@ -181,6 +181,15 @@ class _Relay(threading.Thread):
             self.deliver()
 
 
+def preflight_sandbox(job: Mapping[str, Any]) -> None:
+    """Fail the job with one line when it grades code and the code sandbox cannot start here."""
+    from rollcli.eval.graders.sandbox.preflight import needs_sandbox, require_sandbox
+
+    need = needs_sandbox(job)
+    if need is not None:
+        require_sandbox(need)
+
+
 def _wait_for_devices(needed: int, timeout_s: float = 120.0) -> None:
     """In a Ray cluster shared with an earlier job, wait until its workers released their GPUs.
 
@@ -241,6 +250,7 @@ def run_train_job(
     job_dir = Path(job_dir).resolve()
     job = load_job(job_dir, job)
     backend = verl_config_from_mapping(job["backend"])
+    preflight_sandbox(job)  # before any GPU work: a missing sandbox would grade every code as 0
     _set_environment(backend)  # before verl is imported: its plugins read the environment
     if backend.device == "cuda":  # fail here, not in every FSDP worker's init_model
         from rollcli.backends.verl.gpu_stack import attention_implementation, check_attention
