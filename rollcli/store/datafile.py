@@ -3,7 +3,7 @@
 Checkpoints live in run folders on shared cluster file systems, so reading one must not be able
 to run code. :func:`save_data` writes ``<name>.json`` (the structure: dicts, lists, tuples,
 strings, numbers, booleans, None, bytes) and, when the state holds arrays, ``<name>.npz``
-(``numpy.savez``; read back with ``allow_pickle=False``, so an object array or any pickled
+(``numpy.savez``, or ``numpy.savez_compressed`` with ``compressed=True``; read back with ``allow_pickle=False``, so an object array or any pickled
 payload in the file is refused). numpy arrays and scalars keep their dtype and shape; torch
 tensors are stored as numpy arrays (dtypes numpy lacks, such as bfloat16, as raw bits) and come
 back as tensors; object arrays (verl's ``non_tensor_batch``) are stored element by element in
@@ -99,8 +99,12 @@ def _same_width_int(torch: Any, dtype: Any) -> Any:
     return {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[dtype.itemsize]
 
 
-def save_data(folder: str | os.PathLike[str], name: str, obj: Any) -> None:
-    """Write ``obj`` as ``<name>.json`` (+ ``<name>.npz``) in ``folder``, each file atomically."""
+def save_data(
+    folder: str | os.PathLike[str], name: str, obj: Any, *, compressed: bool = False
+) -> None:
+    """Write ``obj`` as ``<name>.json`` (+ ``<name>.npz``) in ``folder``, each file atomically;
+    ``compressed`` deflates the arrays (worth it for padded token ids and masks: mostly zeros),
+    and :func:`load_data` reads either form."""
     import numpy as np
 
     encoder = _Encoder()
@@ -109,7 +113,7 @@ def save_data(folder: str | os.PathLike[str], name: str, obj: Any) -> None:
     npz = folder / f"{name}.npz"
     if encoder.arrays:
         buffer = io.BytesIO()
-        np.savez(buffer, **encoder.arrays)
+        (np.savez_compressed if compressed else np.savez)(buffer, **encoder.arrays)
         atomic_write_bytes(npz, buffer.getvalue())
     elif npz.exists():
         npz.unlink()

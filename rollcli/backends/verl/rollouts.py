@@ -79,7 +79,7 @@ class RolloutStore:
 
     # -- checkpoint ---------------------------------------------------------------------------
     def save(self, folder: Path) -> None:
-        """Write the retained rows (one file) and the ref counter to ``folder``."""
+        """Write the retained rows (one compressed file) and the ref counter to ``folder``."""
         folder.mkdir(parents=True, exist_ok=True)
         refs = sorted(self._where)
         if refs:
@@ -93,6 +93,7 @@ class RolloutStore:
                     "non_tensor_batch": dict(data.non_tensor_batch),
                     "meta_info": dict(data.meta_info),
                 },
+                compressed=True,  # rows are padded to max lengths: mostly zeros
             )
         atomic_write_json(folder / "rollouts.json", {"next_ref": self.next_ref, "refs": refs})
 

@@ -49,6 +49,7 @@ from rollcli.backends.verl.advantages import (
     compute_group_advantages,
     shaped_token_rewards,
 )
+from rollcli.backends.verl.checkpoint_rotation import prune_step_folders
 from rollcli.backends.verl.overrides import verl_config_from_mapping
 from rollcli.backends.verl.rewards import FORMAT_KEY, PASSED_KEY, TIMEOUT_KEY
 from rollcli.backends.verl.rollouts import RolloutStore, pad_for_training
@@ -292,6 +293,9 @@ class RollcliPPOTrainer(RayPPOTrainer):
         }
         atomic_write_json(folder / "state.json", state)
         super()._save_checkpoint()  # writes latest_checkpointed_iteration.txt last
+        # verl rotated only actor/ (and only this attempt's): rotate whole step folders
+        keep = self.config.trainer.get("max_actor_ckpt_to_keep", None)
+        prune_step_folders(Path(self.config.trainer.default_local_dir), keep)
 
     def _load_checkpoint(self):
         result = super()._load_checkpoint()

@@ -6,6 +6,7 @@ import importlib.util
 import json
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -251,6 +252,8 @@ def test_rollout_store_select_retain_and_checkpoint(tmp_path):
         store.select([0])
     store.save(tmp_path)
     assert sorted(p.suffix for p in tmp_path.iterdir()) == [".json", ".json", ".npz"]  # no pickle
+    with zipfile.ZipFile(tmp_path / "rollout_rows.npz") as rows:  # padded rows: compressed
+        assert {i.compress_type for i in rows.infolist()} == {zipfile.ZIP_DEFLATED}
     restored = RolloutStore()
     restored.load(tmp_path)
     assert restored.next_ref == 5 and len(restored) == 2
