@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import textwrap
 from pathlib import Path
 from typing import Annotated
 
@@ -129,6 +130,17 @@ def register(app: typer.Typer) -> None:
                 f"GPU-hours reserved (time limit x GPUs, an upper bound): "
                 f"{totals['gpu_hours_reserved']:,.0f}"
             )
+        if executor == "slurm":
+            from rollcli.launch.preemption import plan_preemption, preemption_summary
+
+            every = getattr(spec_obj.backend, "save_freq", None) or spec_obj.checkpoint.every
+            preemption = plan_preemption(
+                spec_obj.launch.model_dump(), every, steps, runs_dir / built.experiment
+            )
+            out.print("\n[bold]time limit and pre-emption[/bold] (per train job)")
+            for line in preemption_summary(preemption):
+                wrapped = textwrap.fill(line, 78, initial_indent="  ", subsequent_indent="    ")
+                out.print(wrapped, markup=False)
         if sbatch:  # the scripts `launch.executor: slurm` submits (rollcli/launch/sbatch.py)
             from rollcli.launch.sbatch import render_run_scripts
 

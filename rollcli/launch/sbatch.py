@@ -266,6 +266,7 @@ def render_sbatch(
     experiment: str,
     python: str | None = None,
     dependency_ids: Mapping[str, str] | None = None,
+    signal_delay_s: int = 90,
 ) -> str:
     """The exact sbatch script submitit submits for ``group``. ``dependency_ids`` maps group
     names to Slurm job ids; without it the dependency names the groups (``afterany:train-0``)."""
@@ -277,7 +278,11 @@ def render_sbatch(
         ids = [(dependency_ids or {}).get(name, name) for name in group.depends_on_groups]
         dependency = "afterany:" + ":".join(ids)
     params = submitit_parameters(
-        group, run_dir=run_dir, experiment=experiment, dependency=dependency
+        group,
+        run_dir=run_dir,
+        experiment=experiment,
+        dependency=dependency,
+        signal_delay_s=signal_delay_s,
     )
     return _make_sbatch_string(
         command=submitit_command(run_dir, python),
@@ -295,13 +300,23 @@ def render_plan_scripts(
     max_array_size: int = DEFAULT_MAX_ARRAY_SIZE,
     array_parallelism: int | None = None,
     python: str | None = None,
+    signal_delay_s: int = 90,
 ) -> list[tuple[ArrayGroup, str]]:
     """Every submission of a plan and its sbatch script, in submission order (``rollcli plan``)."""
     groups = group_into_arrays(
         jobs, max_array_size=max_array_size, array_parallelism=array_parallelism
     )
     return [
-        (group, render_sbatch(group, run_dir=run_dir, experiment=experiment, python=python))
+        (
+            group,
+            render_sbatch(
+                group,
+                run_dir=run_dir,
+                experiment=experiment,
+                python=python,
+                signal_delay_s=signal_delay_s,
+            ),
+        )
         for group in groups
     ]
 
@@ -312,8 +327,11 @@ def render_run_scripts(
     """``(title, script)`` for every submission of a built plan, as ``rollcli plan --sbatch``
     shows them; ``MaxArraySize`` is read from the cluster when ``scontrol`` answers."""
     from rollcli.launch.orchestrate import plan_jobs
+    from rollcli.launch.preemption import measured_step_seconds, signal_lead_s
 
     jobs = plan_jobs(plan, Path(run_dir))
+    step_s, _ = measured_step_seconds(Path(run_dir))
+    lead = signal_lead_s(launch, step_s, parse_time_minutes(launch.get("time")) * 60)
     max_size = read_max_array_size(timeout=5.0)
     scripts = render_plan_scripts(
         jobs,
@@ -321,6 +339,7 @@ def render_run_scripts(
         experiment=Path(run_dir).name,
         max_array_size=max_size,
         array_parallelism=launch.get("array_parallelism"),
+        signal_delay_s=lead,
     )
     return [
         (f"{group.name}: {group.size} job(s), at most {group.parallelism} at once", text)

@@ -24,6 +24,7 @@ import submitit
 
 from rollcli.errors import RollcliError
 from rollcli.launch.api import TERMINAL, BaseExecutor, Job
+from rollcli.launch.preemption import checkpoint_wait_s, measured_step_seconds, signal_lead_s
 from rollcli.launch.sbatch import (
     group_into_arrays,
     submitit_folder,
@@ -115,6 +116,7 @@ class SlurmExecutor(BaseExecutor):
         if not todo:
             return
         experiment = run_dir.name
+        lead = self.signal_lead(run_dir)
         groups = group_into_arrays(
             todo,
             max_array_size=read_max_array_size(self.sacct_timeout_s),
@@ -128,11 +130,17 @@ class SlurmExecutor(BaseExecutor):
             dep_ids += self._external_dependencies(group.jobs, queued, run_dir)
             dependency = "afterany:" + ":".join(sorted(set(dep_ids))) if dep_ids else None
             executor = submitit.SlurmExecutor(
-                folder=submitit_folder(run_dir), python=shlex.quote(self.python or sys.executable)
+                folder=submitit_folder(run_dir),
+                python=shlex.quote(self.python or sys.executable),
+                max_num_timeout=int(self.launch.get("max_requeues", 3)),
             )
             executor.update_parameters(
                 **submitit_parameters(
-                    group, run_dir=run_dir, experiment=experiment, dependency=dependency
+                    group,
+                    run_dir=run_dir,
+                    experiment=experiment,
+                    dependency=dependency,
+                    signal_delay_s=lead,
                 )
             )
             runners = []
@@ -148,6 +156,7 @@ class SlurmExecutor(BaseExecutor):
                         deps,
                         requeue=job.resources.requeue,
                         gpus_per_node=job.resources.gpus_per_node,
+                        checkpoint_wait_s=checkpoint_wait_s(lead),
                     )
                 )
             try:
@@ -159,6 +168,14 @@ class SlurmExecutor(BaseExecutor):
             group_ids[group.name] = base
             for job, handle in zip(group.jobs, handles, strict=True):
                 self._record(job, handle, base)
+
+    def signal_lead(self, run_dir: Path) -> int:
+        """Seconds of USR2 warning before the time limit, sized from the step time measured in
+        the run folder (:mod:`rollcli.launch.preemption`)."""
+        from rollcli.launch.sbatch import parse_time_minutes
+
+        step_s, _ = measured_step_seconds(run_dir)
+        return signal_lead_s(self.launch, step_s, parse_time_minutes(self.launch.get("time")) * 60)
 
     def _not_already_queued(self, jobs: Sequence[Job]) -> list[Job]:
         """Skip jobs a previous (detached) submission still has queued or running on Slurm."""

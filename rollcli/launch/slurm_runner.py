@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from submitit.helpers import Checkpointable, DelayedSubmission
 
@@ -30,7 +30,7 @@ class SlurmJobRunner(Checkpointable):
     Picklable by submitit: the thread and stop event of a running task are not pickled.
     """
 
-    checkpoint_wait_s: ClassVar[float] = 75.0  # below submitit's 90 s USR2 warning
+    checkpoint_wait_s: float = 75.0  # below submitit's 90 s USR2 warning (older pickles)
 
     def __init__(
         self,
@@ -39,8 +39,11 @@ class SlurmJobRunner(Checkpointable):
         *,
         requeue: bool = True,
         gpus_per_node: int = 0,
+        checkpoint_wait_s: float = 75.0,
     ) -> None:
         self.job_dir = str(job_dir)
+        # the USR2 lead minus the requeue's share (rollcli.launch.preemption)
+        self.checkpoint_wait_s = float(checkpoint_wait_s)
         self.depends_on = tuple(depends_on)  # (job id, job dir) pairs
         self.requeue = requeue
         self.gpus_per_node = gpus_per_node
@@ -57,7 +60,11 @@ class SlurmJobRunner(Checkpointable):
 
     def fresh(self) -> SlurmJobRunner:
         return SlurmJobRunner(
-            self.job_dir, self.depends_on, requeue=self.requeue, gpus_per_node=self.gpus_per_node
+            self.job_dir,
+            self.depends_on,
+            requeue=self.requeue,
+            gpus_per_node=self.gpus_per_node,
+            checkpoint_wait_s=self.checkpoint_wait_s,
         )
 
     def _blocked_by(self) -> str | None:
@@ -82,6 +89,10 @@ class SlurmJobRunner(Checkpointable):
             )
             raise RuntimeError(f"{job_dir.name}: {reason}")
         self._stop = threading.Event()
+        from rollcli.hf_cache import offline_environment
+
+        # compute nodes often have no internet: models come from the prefetched cache
+        os.environ.update(offline_environment())
         nodes = int(os.environ.get("SLURM_JOB_NUM_NODES", "1") or 1)
         if nodes > 1:
             from rollcli.launch.ray_bootstrap import RayClusterError, run_on_slurm

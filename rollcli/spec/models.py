@@ -205,6 +205,27 @@ class LaunchSpec(_Frozen):
     sbatch_extra: tuple[str, ...] = Field((), description="extra '#SBATCH' lines, e.g. --exclusive")
     array_parallelism: int | None = Field(None, ge=1)
     requeue: bool = True
+    max_requeues: int = Field(
+        3, ge=0, description="Slurm: requeues after a time limit before the job ends (submitit)"
+    )
+    signal_lead_s: int | None = Field(
+        None,
+        ge=30,
+        le=65535,
+        description="Slurm: USR2 warning before the time limit, in seconds (default: one "
+        "measured step + checkpoint time, at least 90)",
+    )
+
+    @model_serializer(mode="wrap")
+    def _omit_defaults_of_late_knobs(self, handler: Any) -> dict[str, Any]:
+        # knobs added later stay out of dumped specs at their defaults (manifests, goldens)
+        data = handler(self)
+        if isinstance(data, dict):
+            if data.get("max_requeues") == 3:
+                data.pop("max_requeues")
+            if data.get("signal_lead_s") is None:
+                data.pop("signal_lead_s", None)
+        return data
 
 
 class WandbSpec(_Frozen):
