@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,3 +46,8 @@ def invoke(args: Sequence[str], env: Mapping[str, str] | None = None) -> CliResu
 @pytest.fixture
 def cli() -> Callable[..., CliResult]:
     return invoke
+
+
+# The local test clusters run every "node" on this machine, so pytest's run folders under /tmp
+# are visible to all of them; real clusters get the refusal (rollcli.launch.shared_fs).
+os.environ.setdefault("ROLLCLI_ALLOW_NODE_LOCAL_RUN_DIR", "1")

@@ -5,7 +5,8 @@ metrics row (docs/CONTRACTS.md §4) and a ``finish()``. Runs are grouped by expe
 (train/eval), carry the resolved job config, and have a deterministic id (a hash of the experiment
 and the job id: experiments that share a job, such as a common GRPO baseline, get a run each) with
 ``resume="allow"``, so a resumed job continues the same W&B run. Mode ``auto`` is online when an API
-key is configured (``WANDB_API_KEY`` or a netrc entry for the W&B host) and offline otherwise;
+key is configured (``WANDB_API_KEY`` or a netrc entry for the W&B host) and the W&B host can be
+reached, and offline otherwise;
 ``disabled`` logs nothing. W&B files live in ``<job>/wandb/``. wandb is imported only here, lazily.
 """
 
@@ -27,6 +28,7 @@ __all__ = [
     "WandbTracker",
     "create_tracker",
     "resolve_mode",
+    "can_reach_wandb",
     "is_logged_in",
     "wandb_run_id",
     "wandb_settings",
@@ -69,13 +71,26 @@ def is_logged_in() -> bool:
         return False
 
 
+def can_reach_wandb(timeout_s: float = 3.0) -> bool:
+    """True when a TCP connection to the W&B host's port 443 opens (compute nodes of many
+    clusters have no internet: an online run there retries for minutes, then fails)."""
+    import socket
+
+    try:
+        with socket.create_connection((_api_host(), 443), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
 def resolve_mode(mode: str | None) -> str:
-    """``auto`` -> ``online`` if logged in, else ``offline``; other modes pass through."""
+    """``auto`` -> ``online`` where W&B has a login AND the network reaches it, else
+    ``offline`` (sync later with ``wandb sync``); other modes pass through."""
     mode = (mode or "auto").lower()
     if mode not in _MODES:
         raise ValueError(f"tracking.wandb.mode must be one of {', '.join(_MODES)}, got {mode!r}")
     if mode == "auto":
-        return "online" if is_logged_in() else "offline"
+        return "online" if is_logged_in() and can_reach_wandb() else "offline"
     return mode
 
 

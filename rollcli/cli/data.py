@@ -1,4 +1,5 @@
-"""``rollcli data prepare``: training sets and benchmarks as verl parquet files (our prompt)."""
+"""``rollcli data prepare``: training sets and benchmarks as verl parquet files (our prompt);
+``rollcli data prefetch``: a spec's hub models into the shared Hugging Face cache."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from rollcli.cli._options import console
+from rollcli.cli._options import OverridesArg, SpecArg, console
 
 __all__ = ["register"]
 
@@ -23,6 +24,17 @@ Sources: a shipped training set (math_train, gsm8k_train), a shipped benchmark (
 amc23, math500, minerva_math, olympiadbench, gsm8k), or any .json/.jsonl/.parquet file whose
 records have problem/question and answer fields. A verl job prepares its own data; this command
 is for inspecting the files or feeding them to other verl runs.
+"""
+
+PREFETCH_EPILOG = """[bold]Examples[/bold]
+
+  HF_HOME=/shared/hf rollcli data prefetch experiments/pc-1.5b.yaml
+
+  rollcli data prefetch experiments/pc-1.5b.yaml --cache-dir /shared/hf/hub
+
+Run it on a node with internet (a login node) before submitting: Slurm jobs run offline
+(HF_HUB_OFFLINE=1) and read the models from this cache, so keep HF_HOME (or HF_HUB_CACHE) on a
+file system every node sees, and exported when you submit.
 """
 
 
@@ -86,3 +98,34 @@ def register(app: typer.Typer) -> None:
         out_console = console()
         for path, rows in written:
             out_console.print(f"wrote {path} ({rows} rows)")
+
+    @data_app.command("prefetch", epilog=PREFETCH_EPILOG)
+    def prefetch(
+        spec: SpecArg,
+        overrides: OverridesArg = None,
+        cache_dir: Annotated[
+            Path | None,
+            typer.Option("--cache-dir", help="Hub cache (default: HF_HUB_CACHE or HF_HOME/hub)."),
+        ] = None,
+    ) -> None:
+        """Download SPEC's hub models and tokenizers into the shared Hugging Face cache."""
+        from rollcli.cli._options import load_spec_or_sweep_hint
+        from rollcli.hf_cache import hub_cache_dir, hub_models, missing_models
+        from rollcli.hf_cache import prefetch as fetch
+
+        spec_obj = load_spec_or_sweep_hint(spec, overrides)
+        cache = cache_dir or hub_cache_dir()
+        repos = hub_models(spec_obj.backend_dict())
+        out_console = console()
+        if not repos:
+            out_console.print(f"{spec}: no hub model to fetch (local folders or the tiny model)")
+            return
+        for repo, folder in fetch(missing_models(repos, cache), cache):
+            out_console.print(f"fetched {repo} -> {folder}")
+        still = missing_models(repos, cache)
+        if still:
+            from rollcli.errors import RollcliError
+
+            raise RollcliError(f"{', '.join(still)}: downloaded but not found in {cache}")
+        for repo in repos:
+            out_console.print(f"{repo}: in {cache}")

@@ -120,6 +120,7 @@ def register(app: typer.Typer) -> None:
                 on_tick=lambda statuses: live[0].update(statuses) if live else None,
                 on_start=on_start,
                 command=command,
+                spec_file=str(spec),
             )
         finally:
             if live:

@@ -83,8 +83,12 @@ def run_experiment(
     on_start: Callable[[list[Job], list[str]], None] | None = None,
     command: Sequence[str] | str | None = None,
     interval: float = 0.5,
+    spec_file: str | None = None,
 ) -> RunResult:
-    """Run (or resume) every unfinished job of ``plan`` in ``run_dir`` and wait for them."""
+    """Run (or resume) every unfinished job of ``plan`` in ``run_dir`` and wait for them.
+
+    ``spec_file`` names the spec in errors (a Slurm run folder on node-local storage, a hub
+    model missing from the cache of offline compute nodes)."""
     run_dir = Path(run_dir)
     result = RunResult(run_dir)
     launch = spec.launch.model_dump()
@@ -99,6 +103,12 @@ def run_experiment(
     problem = executor.preflight()
     if problem:
         raise SpecError(f"launch.executor: {executor.kind}: {problem}")
+    if executor.kind == "slurm":
+        from rollcli.launch.cluster_checks import submission_problems
+
+        problems = submission_problems(spec, run_dir, spec_file)
+        if problems:
+            raise SpecError("\n".join(problems))
     cmd = command if isinstance(command, str) or command is None else " ".join(command)
     with RunLock(run_dir, cmd):
         prepare_run(run_dir, spec.to_dict(), plan, command)

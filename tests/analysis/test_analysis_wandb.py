@@ -54,6 +54,9 @@ def _job_config(job_id: str, mode: str) -> dict:
 
 
 def test_mode_resolution(wandb_env, monkeypatch):
+    from rollcli.analysis import tracking
+
+    monkeypatch.setattr(tracking, "can_reach_wandb", lambda: True)
     assert not is_logged_in()
     assert resolve_mode("auto") == "offline"
     assert resolve_mode("disabled") == "disabled"
@@ -65,6 +68,17 @@ def test_mode_resolution(wandb_env, monkeypatch):
     assert resolve_mode(None) == "online"
     with pytest.raises(ValueError, match="tracking.wandb.mode"):
         resolve_mode("sometimes")
+
+
+def test_auto_stays_offline_with_a_login_but_no_network(wandb_env, monkeypatch):
+    """A compute node without internet: an online run would retry for minutes, then fail."""
+    from rollcli.analysis import tracking
+
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
+    monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # nothing listens on port 443
+    assert not tracking.can_reach_wandb(timeout_s=1.0)
+    assert resolve_mode("auto") == "offline"
+    assert resolve_mode("online") == "online"  # an explicit mode is the user's choice
 
 
 def test_run_id_is_deterministic():

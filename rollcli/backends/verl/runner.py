@@ -190,6 +190,23 @@ def preflight_sandbox(job: Mapping[str, Any]) -> None:
         require_sandbox(need)
 
 
+def preflight_models(job: Mapping[str, Any]) -> None:
+    """Offline (``HF_HUB_OFFLINE=1``, set for Slurm jobs): fail with one line when a hub model
+    of the job is not in the Hugging Face cache, instead of a download error in every worker."""
+    from rollcli.hf_cache import hub_cache_dir, hub_models, missing_models
+
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() not in ("1", "true", "yes"):
+        return
+    missing = missing_models(hub_models(job["backend"]))
+    if missing:
+        raise RollcliError(
+            f"backend.model: {', '.join(missing)} is not in the Hugging Face cache "
+            f"{hub_cache_dir()} on {os.uname().nodename}, which runs offline (HF_HUB_OFFLINE=1): "
+            "run `rollcli data prefetch SPEC` on a node with internet, with HF_HOME on a "
+            "shared file system"
+        )
+
+
 def _wait_for_devices(needed: int, timeout_s: float = 120.0) -> None:
     """In a Ray cluster shared with an earlier job, wait until its workers released their GPUs.
 
@@ -251,6 +268,7 @@ def run_train_job(
     job = load_job(job_dir, job)
     backend = verl_config_from_mapping(job["backend"])
     preflight_sandbox(job)  # before any GPU work: a missing sandbox would grade every code as 0
+    preflight_models(job)
     _set_environment(backend)  # before verl is imported: its plugins read the environment
     if backend.device == "cuda":  # fail here, not in every FSDP worker's init_model
         from rollcli.backends.verl.gpu_stack import attention_implementation, check_attention
