@@ -8,6 +8,8 @@
 #   GPU_CHECK_MODEL=/models/Qwen2.5-0.5B-Instruct scripts/gpu-check.sh   # a real local model
 #
 # Needs: an NVIDIA GPU, torch with CUDA, vllm, verl==0.9.1 and rollcli importable by $PYTHON.
+# The preflight is `rollcli doctor` (GPU_CHECK_SPEC=spec.yaml also checks that spec's needs);
+# a failed check stops the script before any GPU time is spent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python}
@@ -15,22 +17,8 @@ MODEL=${GPU_CHECK_MODEL:-tiny}
 STEPS=${GPU_CHECK_STEPS:-5}
 OUT=${GPU_CHECK_OUT:-$(mktemp -d /tmp/rollcli-gpu-check.XXXXXX)}
 
-echo "== preflight"
-"$PYTHON" - <<'PY'
-import importlib, sys
-import torch
-if not torch.cuda.is_available():
-    sys.exit("gpu-check: torch sees no CUDA device")
-print("gpu:", torch.cuda.get_device_name(0), "| torch", torch.__version__)
-for name in ("vllm", "verl", "transformers", "ray"):
-    try:
-        module = importlib.import_module(name)
-    except Exception as error:
-        sys.exit(f"gpu-check: cannot import {name}: {error}")
-    print(f"{name} {getattr(module, '__version__', '?')}")
-import rollcli
-print("rollcli", rollcli.__version__)
-PY
+echo "== preflight (rollcli doctor: GPU stack against the pins, flash-attn, CUDA and driver, NCCL, Ray)"
+"$PYTHON" -m rollcli.cli doctor ${GPU_CHECK_SPEC:+"$GPU_CHECK_SPEC"}
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader || true
 
 # uniform: 64 prompts x 8; pilot_commit: 4 pilots + 4 commits (B = 64 prompts, 128 pilots a round)

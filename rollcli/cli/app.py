@@ -27,7 +27,9 @@ app = typer.Typer(
 )
 
 # Each module defines ``register(app: typer.Typer) -> None``.
-COMMAND_MODULES: list[str] = ["run", "plan", "spec", "runs", "report", "eval", "sweep", "data"]
+COMMAND_MODULES: list[str] = [
+    "run", "plan", "spec", "runs", "report", "eval", "sweep", "data", "doctor"
+]  # fmt: skip
 
 
 def _version(value: bool) -> None:
