@@ -128,3 +128,31 @@ def test_submission_passes_max_requeues_and_the_measured_lead(tmp_path, monkeypa
     assert made.max_num_timeout == 40
     assert made.params["signal_delay_s"] == 600 + 120 + 30
     assert made.runners[0].checkpoint_wait_s == 750 - 15
+
+
+def test_slurm_task_runs_its_job_offline(tmp_path, monkeypatch):
+    """Compute nodes often have no internet: the task sets HF offline mode before the job
+    starts (models come from the prefetched cache), unless the user chose HF_HUB_OFFLINE=0."""
+    import os
+
+    import rollcli.jobs.entry as entry
+
+    seen = {}
+
+    def fake_run_job(job_dir, stop):
+        seen.update({k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")})
+        return 0
+
+    monkeypatch.setattr(entry, "run_job", fake_run_job)
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.setenv(name, "placeholder")  # registered for restore, then removed
+        monkeypatch.delenv(name)
+    monkeypatch.delenv("SLURM_JOB_NUM_NODES", raising=False)
+    job_dir = tmp_path / "jobs/j0"
+    job_dir.mkdir(parents=True)
+    SlurmJobRunner(str(job_dir))()
+    assert seen == {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE")
+    SlurmJobRunner(str(job_dir))()
+    assert seen == {"HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": None}
