@@ -133,6 +133,7 @@ def register(app: typer.Typer) -> None:
                 on_tick=on_tick,
                 on_start=on_start,
                 command=command,
+                spec_file=str(sweep_file),
             )
         finally:
             if task:

@@ -28,8 +28,10 @@ def run_sweep(
     on_tick: Callable[[dict[str, str]], None] | None = None,
     on_start: Callable[[list[Any], list[str]], None] | None = None,
     command: Sequence[str] | str | None = None,
+    spec_file: str | None = None,
 ) -> Any:
-    """Run (or resume) every unfinished job of the sweep; returns the orchestrator's RunResult."""
+    """Run (or resume) every unfinished job of the sweep; returns the orchestrator's RunResult
+    (``spec_file``, the sweep file, is named in submission errors)."""
     from rollcli.launch.orchestrate import run_experiment
 
     run_dir = Path(run_dir)
@@ -49,4 +51,5 @@ def run_sweep(
         on_tick=on_tick,
         on_start=started,
         command=command,
+        spec_file=spec_file,
     )

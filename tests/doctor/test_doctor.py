@@ -190,3 +190,18 @@ def test_cli_prints_one_line_per_check_and_exits_non_zero(cli, spec_path, monkey
 def test_render_shows_fixes_only_where_something_is_wrong():
     lines = render([Check("a", "ok", "x", "never shown"), Check("b", "warn", "y", "do z")])
     assert lines == ["ok    a: x", "WARN  b: y -> fix: do z"]
+
+
+def test_doctor_command_imports_nothing_heavy():
+    """`rollcli doctor --help` and the doctor package load no torch, flash_attn, verl or wandb:
+    those are imported by the probes that need them, when they run."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, rollcli.cli.app, rollcli.doctor;"
+        "print(sorted(m for m in ('torch', 'flash_attn', 'verl', 'wandb', 'huggingface_hub')"
+        " if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
