@@ -21,6 +21,20 @@ Status = Literal["ok", "warn", "fail", "skip"]
 INSTALL_HINT = "install the pinned GPU stack (docs/verl.md, Running on your cluster)"
 
 
+def _install_commands() -> list[str] | None:
+    """The verl backend's own GPU install commands, where this rollcli has them."""
+    try:
+        from rollcli.backends.verl.gpu_stack import install_commands
+    except ImportError:
+        return None
+    return list(install_commands())
+
+
+def _install_hint() -> str:
+    commands = _install_commands()
+    return " && ".join(commands) if commands else INSTALL_HINT
+
+
 @dataclass(frozen=True)
 class Check:
     """One line of the report."""
@@ -73,10 +87,10 @@ def check_gpu_stack(ctx: Context) -> list[Check]:
         if version is not None and not req.specifier:
             unpinned.append(f"{req.name} {version}")
         elif version is None:
-            out.append(Check(req.name, "fail", f"not installed (pinned {wanted})", INSTALL_HINT))
+            out.append(Check(req.name, "fail", f"not installed (pinned {wanted})", _install_hint()))
         elif req.specifier and not req.specifier.contains(version, prereleases=True):
             out.append(
-                Check(req.name, "fail", f"{version} installed, pinned {wanted}", INSTALL_HINT)
+                Check(req.name, "fail", f"{version} installed, pinned {wanted}", _install_hint())
             )
         else:
             out.append(Check(req.name, "ok", f"{version} ({wanted})"))
@@ -104,15 +118,19 @@ def check_flash_attn(ctx: Context) -> list[Check]:
     problem = probes.import_problem("flash_attn")
     if problem is None:
         return [Check("flash-attn", "ok", f"imports ({probes.installed_version('flash-attn')})")]
-    pin = next((r for r in probes.gpu_pins() if r.name == "flash-attn"), None)
-    wanted = str(pin.specifier) if pin is not None else ""
+    commands = _install_commands()
+    if commands and len(commands) > 1:
+        install = commands[1]
+    else:
+        pin = next((r for r in probes.gpu_pins() if r.name == "flash-attn"), None)
+        wanted = str(pin.specifier) if pin is not None else ""
+        install = f"pip install 'flash-attn{wanted}' --no-build-isolation"
     return [
         Check(
             "flash-attn",
             "fail",
             f"does not import: {problem}",
-            f"pip install 'flash-attn{wanted}' --no-build-isolation (built against the "
-            "installed torch), or use sdpa attention",
+            f"{install} (built against the installed torch), or use sdpa attention",
         )
     ]
 
@@ -128,9 +146,9 @@ def check_cuda(ctx: Context) -> list[Check]:
         return [Check("cuda", "skip", "the spec does not run on cuda")]
     info = probes.torch_cuda()
     if "error" in info:
-        return [Check("cuda", "fail", f"torch does not import: {info['error']}", INSTALL_HINT)]
+        return [Check("cuda", "fail", f"torch does not import: {info['error']}", _install_hint())]
     if info["cuda"] is None:
-        return [Check("cuda", "fail", f"torch {info['torch']} is a CPU build", INSTALL_HINT)]
+        return [Check("cuda", "fail", f"torch {info['torch']} is a CPU build", _install_hint())]
     smi = probes.command_output(["nvidia-smi"])
     if not info["available"]:
         status: Status = "fail" if ctx.in_job else "warn"

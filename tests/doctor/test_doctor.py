@@ -63,12 +63,15 @@ def test_versions_against_the_pins(ctx, monkeypatch):
 
 def test_flash_attn_built_against_another_torch(ctx, monkeypatch):
     monkeypatch.setattr(probes, "gpu_pins", lambda: [Requirement("flash-attn==2.8.3")])
+    monkeypatch.setattr(checks, "_install_commands", lambda: None)  # the pin's own line
     monkeypatch.setattr(
         probes, "import_problem", lambda m: "ImportError: flash_attn_2_cuda.so: undefined symbol"
     )
     (line,) = checks.check_flash_attn(ctx)
     assert line.status == "fail" and "undefined symbol" in line.detail
     assert "pip install 'flash-attn==2.8.3' --no-build-isolation" in line.fix
+    monkeypatch.setattr(checks, "_install_commands", lambda: ["pip a", "pip b"])
+    assert checks.check_flash_attn(ctx)[0].fix.startswith("pip b (built against")
 
 
 def test_flash_attn_not_needed_with_an_sdpa_fallback(spec_path, monkeypatch):
