@@ -28,9 +28,9 @@ is for inspecting the files or feeding them to other verl runs.
 
 PREFETCH_EPILOG = """[bold]Examples[/bold]
 
-  HF_HOME=/shared/hf rollcli data prefetch experiments/pc-1.5b.yaml
+  HF_HOME=/shared/hf rollcli data prefetch experiments/pc-1.5b-h200.yaml
 
-  rollcli data prefetch experiments/pc-1.5b.yaml --cache-dir /shared/hf/hub
+  rollcli data prefetch experiments/pc-1.5b-h200.yaml --cache-dir /shared/hf/hub
 
 Run it on a node with internet (a login node) before submitting: Slurm jobs run offline
 (HF_HUB_OFFLINE=1) and read the models from this cache, so keep HF_HOME (or HF_HUB_CACHE) on a

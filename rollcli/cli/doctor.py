@@ -13,9 +13,9 @@ __all__ = ["register"]
 
 EPILOG = """[bold]Examples[/bold]
 
-  rollcli doctor experiments/pc-1.5b.yaml                 # on the login node
+  rollcli doctor experiments/pc-1.5b-h200.yaml                 # on the login node
 
-  srun -p h200 --gpus-per-node=1 rollcli doctor experiments/pc-1.5b.yaml   # on a GPU node
+  srun -p h200 --gpus-per-node=1 rollcli doctor experiments/pc-1.5b-h200.yaml   # on a GPU node
 
   rollcli doctor                                          # the GPU stack only
 
