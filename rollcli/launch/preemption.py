@@ -36,6 +36,7 @@ DEFAULT_LEAD_S = 90  # submitit's default, and Slurm's USR2 warning when nothing
 SAVE_ALLOWANCE_S = 120  # writing a verl checkpoint (model, optimizer, rollcli rows), generous
 REQUEUE_MARGIN_S = 30  # the runner's hand-over to submitit and the requeue itself
 MAX_LEAD_S = 65535  # Slurm's limit on --signal's time
+LOSS_TARGET_S = 1800  # a pre-emption should cost at most half an hour of compute
 _STEP_KEYS = ("time/generate_s", "time/allocate_s", "time/update_s")
 
 
@@ -162,6 +163,12 @@ def preemption_summary(plan: PreemptionPlan) -> list[str]:
         f"pre-emption without warning: up to {plan.checkpoint_every} step(s) lost "
         f"(~{_minutes(plan.loss_per_preemption_s or 0)}, checkpoint.every x step time)"
     )
+    if (plan.loss_per_preemption_s or 0) > LOSS_TARGET_S and plan.checkpoint_every > 1:
+        every = max(1, int(LOSS_TARGET_S // plan.step_s))
+        lines.append(
+            f"checkpoint.every: {every} keeps that under {_minutes(LOSS_TARGET_S)} (each "
+            "checkpoint costs about one save)"
+        )
     useful = max(plan.time_limit_s - plan.lead_s, 1)
     needed = math.ceil((plan.run_s or 0) / useful)
     if needed - 1 > plan.max_requeues:

@@ -75,6 +75,14 @@ def test_plan_without_a_measured_step_says_what_a_time_limit_costs():
     assert "step time not measured yet" in text and "checkpoint.every=2" in text
 
 
+def test_checkpoint_every_is_suggested_when_a_preemption_would_cost_over_half_an_hour():
+    plan = PreemptionPlan(400.0, 50, 550, 10, 10, 86400, 100)  # 10 x 400 s = 66.7 min at risk
+    text = "\n".join(preemption_summary(plan))
+    assert "checkpoint.every: 4 keeps that under 30.0 min" in text
+    quick = PreemptionPlan(400.0, 50, 550, 4, 10, 86400, 100)  # 26.7 min: fine as it is
+    assert "keeps that under" not in "\n".join(preemption_summary(quick))
+
+
 def test_short_warning_is_reported_as_a_loss():
     plan = PreemptionPlan(400.0, 50, 120, 4, 10, 86400, 100)  # a hand-set 120 s lead
     text = "\n".join(preemption_summary(plan))
