@@ -194,6 +194,12 @@ def evaluate(
         for i in range(settings.k)
         if i not in done[(name, p.id)]
     )
+    code = [name for name in suite if BENCHMARKS[name].kind == "code"]
+    if missing and code and not sandbox_limits.allow_weak:
+        # before the model loads: without a sandbox every program would be graded 0
+        from rollcli.eval.graders.sandbox.preflight import require_sandbox
+
+        require_sandbox(f"eval suite: {', '.join(code)}")
     if missing and not isinstance(engine, BaseEngine):
         engine = engine()
     atomic_write_json(out_dir / SETTINGS_FILE, stored_settings)

@@ -129,6 +129,15 @@ def test_verl_train_job_with_code_reward_fails_before_training(tmp_path, monkeyp
     assert started == []
 
 
+def test_rollcli_eval_of_a_code_benchmark_fails_before_the_model_loads(tmp_path, monkeypatch):
+    from rollcli.eval.runner import EvalSettings, evaluate
+
+    _fail_probes(monkeypatch)
+    settings = EvalSettings(suite=("humaneval",), limit=1)
+    with pytest.raises(SandboxPreflightError, match="eval suite: humaneval needs the code sandbox"):
+        evaluate(lambda: pytest.fail("model loaded"), settings, tmp_path, show_progress=False)
+
+
 def test_verl_eval_job_with_a_code_benchmark_fails_before_loading(tmp_path, monkeypatch):
     from rollcli.backends.verl import eval_job
 
