@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from rollcli.analysis.curves import Bounded, first_crossing, smooth
+from rollcli.analysis.health import baseline_missed_target, drained_pools
 from rollcli.analysis.load import AXES, JobMetrics, RunData, load_run
 from rollcli.analysis.stats import (
     DEFAULT_RESAMPLES,
@@ -205,7 +206,7 @@ def analyze_run(
     ``min_interval_seeds`` seeds a side an allocator gets per-seed speedups, no interval."""
     if not isinstance(run, RunData):
         run = load_run(run)
-    warnings: list[str] = []
+    warnings: list[str] = list(run.warnings)
     unfinished = [
         f"{j.allocator}/seed {j.seed}: {j.status}" for j in run.jobs if j.status != "done"
     ]
@@ -231,6 +232,12 @@ def analyze_run(
     base_curves = seed_curves(run, run.target.baseline)
     base_cross = {axis: _mean_crossing(base_curves[axis], target_value) for axis in AXES}
     base_jobs = run.jobs_of(run.target.baseline)
+    missed = baseline_missed_target(
+        run.target.baseline, base_cross["rollouts"].exact, target_value, run.target.at
+    )
+    if missed and base_curves["rollouts"].num_seeds:
+        warnings.append(missed)
+    warnings += [found.describe() for found in drained_pools(run)]
     base_step_time = _mean_series(base_jobs, "time/step_s")
 
     results = []

@@ -22,7 +22,35 @@ from typing import Any
 from rollcli.analysis.load import JobMetrics, RunData, TargetSpec, load_run
 from rollcli.errors import StoreError
 
-__all__ = ["load_runs", "parse_target"]
+__all__ = ["load_runs", "parse_target", "spec_differences", "COMPARED_SECTIONS"]
+
+# the spec sections that define what an allocator is compared under; runs whose sections differ
+# (another pool, budget or evaluation) measure different things, and a speedup between them is void
+COMPARED_SECTIONS = ("backend", "budget", "eval")
+
+
+def _flatten(value: Any, prefix: str) -> dict[str, Any]:
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(_flatten(item, f"{prefix}.{key}"))
+        return out or {prefix: {}}
+    return {prefix: value}
+
+
+def spec_differences(first: Mapping[str, Any], other: Mapping[str, Any]) -> list[str]:
+    """Dotted keys of :data:`COMPARED_SECTIONS` whose values differ between two resolved specs,
+    each as ``key: a -> b`` (``(unset)`` where one spec lacks it)."""
+    a, b = {}, {}
+    for section in COMPARED_SECTIONS:
+        a.update(_flatten(first.get(section) or {}, section))
+        b.update(_flatten(other.get(section) or {}, section))
+    missing = "(unset)"
+    return [
+        f"{key}: {a.get(key, missing)} -> {b.get(key, missing)}"
+        for key in sorted(set(a) | set(b))
+        if a.get(key, missing) != b.get(key, missing)
+    ]
 
 
 def parse_target(text: str | None, baseline: str | None = None) -> dict[str, Any]:
@@ -58,9 +86,15 @@ def _label(run: RunData, used: set[str]) -> str:
 
 
 def load_runs(
-    run_dirs: Sequence[str | Path], *, target: Mapping[str, Any] | None = None
+    run_dirs: Sequence[str | Path],
+    *,
+    target: Mapping[str, Any] | None = None,
+    allow_mismatch: bool = False,
 ) -> RunData:
-    """One :class:`RunData` holding the train jobs of every run folder (see the module doc)."""
+    """One :class:`RunData` holding the train jobs of every run folder (see the module doc).
+
+    Runs whose backend, budget or eval sections differ from the first run's are refused
+    (:class:`StoreError` naming the keys), or with ``allow_mismatch`` compared with a warning."""
     if not run_dirs:
         raise StoreError("give at least one run folder")
     override = dict(target or {})
@@ -76,6 +110,20 @@ def load_runs(
     used: set[str] = set()
     for run in runs:
         labels.append(_label(run, used))
+    warnings = []
+    for label, run in zip(labels[1:], runs[1:], strict=True):
+        diff = spec_differences(runs[0].spec, run.spec)
+        if not diff:
+            continue
+        shown = "; ".join(diff[:8]) + (f"; and {len(diff) - 8} more" if len(diff) > 8 else "")
+        what = f"{label} differs from {labels[0]} outside its allocators ({shown})"
+        if not allow_mismatch:
+            raise StoreError(
+                f"{what}: a speedup between them would compare different experiments. "
+                "Compare runs of one setting, or pass --allow-mismatch to compare anyway "
+                "(the report then carries a warning)"
+            )
+        warnings.append(f"{what}: the comparison across these runs is not like for like")
     # one entry per distinct allocator: (label, name) -> job ids; identical job sets merge
     entries: list[tuple[str, str, RunData]] = []
     seen_jobs: dict[frozenset[str], tuple[str, str]] = {}
@@ -130,6 +178,7 @@ def load_runs(
         spec=first.spec,
         budget_steps=first.budget_steps,
         sources=[run.run_dir for run in runs],
+        warnings=warnings,
     )
 
 

@@ -153,6 +153,8 @@ class RunData:
     spec: dict[str, Any]
     budget_steps: int | None = None
     sources: list[Path] = field(default_factory=list)  # the run folders compared (one or more)
+    # problems found while loading (a forced comparison of mismatched runs): report warnings
+    warnings: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.sources:

@@ -181,6 +181,12 @@ def footnotes(analysis: RunAnalysis) -> list[str]:
                 f"mean of its seeds' {what}, which a seed ending below it never reaches; the "
                 "seed-mean curve always does."
             )
+    if analysis.warnings:  # printed after the footnotes, listed in the files and report.json
+        count = len(analysis.warnings)
+        lines.append(
+            f"Read this table with the {count} warning{'s' if count > 1 else ''} below: "
+            "a comparison may be void or a run misbehaved."
+        )
     return lines
 
 

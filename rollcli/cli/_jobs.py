@@ -78,6 +78,10 @@ class JobRows:
                     row["eta"] = fmt_eta(progress.eta_s(self.steps))
                 if status == "running" and progress.step is None:
                     row["note"] = _last_log_line(RunFolder(self.run_dir).job(jid))
+                if progress.empty_since is not None:  # issue 28: said nowhere before
+                    row["note"] = (
+                        f"pool drained: nothing generated since step {progress.empty_since}"
+                    )
             if status in ("failed", "cancelled") and state.get("error_tail"):
                 lines = [ln for ln in str(state["error_tail"]).splitlines() if ln.strip()]
                 row["note"] = lines[-1][:80] if lines else ""

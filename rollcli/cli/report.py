@@ -15,16 +15,27 @@ import typer
 __all__ = ["register", "report"]
 
 
-def _out_dir(runs: list[Path], out: Path | None) -> Path:
+def _out_dir(
+    runs: list[Path], out: Path | None, target: str | None = None, baseline: str | None = None
+) -> Path:
     """Where the files go: ``--out``, else RUN/report, or for several runs
-    ``RUN1/report/vs-<RUN2>[-<RUN3>...]`` (the first run's report folder is left alone)."""
+    ``RUN1/report/vs-<RUN2>[-<RUN3>...]`` (the first run's report folder is left alone); a
+    ``--target`` or ``--baseline`` other than the spec's adds its own subfolder
+    (``target-0.9``, ``baseline-dapo``), so the run's own report is never overwritten."""
+    import re
+
     from rollcli.store.folders import RunFolder
 
     if out is not None:
         return out
-    if len(runs) == 1:
-        return RunFolder(runs[0]).report
-    return RunFolder(runs[0]).report / ("vs-" + "-".join(p.resolve().name for p in runs[1:]))
+    folder = RunFolder(runs[0]).report
+    if len(runs) > 1:
+        folder = folder / ("vs-" + "-".join(p.resolve().name for p in runs[1:]))
+    parts = [f"target-{target.strip().lower()}"] if target is not None else []
+    parts += [f"baseline-{baseline}"] if baseline is not None else []
+    if parts:
+        folder = folder / re.sub(r"[^A-Za-z0-9._-]+", "-", "-".join(parts))
+    return folder
 
 
 def report(
@@ -71,6 +82,13 @@ def report(
     wandb: Annotated[
         bool,
         typer.Option("--wandb", help="Also build a W&B report and print its URL (needs a login)."),
+    ] = False,
+    allow_mismatch: Annotated[
+        bool,
+        typer.Option(
+            "--allow-mismatch",
+            help="Compare run folders whose backend, budget or eval differ (with a warning).",
+        ),
     ] = False,
     confidence: Annotated[
         float, typer.Option(help="Confidence level of the bootstrap intervals.", min=0.5, max=0.999)
@@ -132,8 +150,8 @@ def report(
     if wandb and len(run_dirs) > 1:
         raise RollcliError("--wandb reports one run folder at a time (W&B groups runs by it)")
     if not to_stdout:
-        check_out_dir(_out_dir(list(run_dirs), out))
-    data = load_runs(run_dirs, target=parse_target(target, baseline))
+        check_out_dir(_out_dir(list(run_dirs), out, target, baseline))
+    data = load_runs(run_dirs, target=parse_target(target, baseline), allow_mismatch=allow_mismatch)
     analysis = analyze_run(data, confidence=confidence)
     if to_stdout:
         text = RENDERERS[names[0]](analysis)
@@ -142,7 +160,7 @@ def report(
     result = write_report(
         run_dirs[0],
         formats=names,
-        out=_out_dir(list(run_dirs), out),
+        out=_out_dir(list(run_dirs), out, target, baseline),
         plots=plots,
         analysis=analysis,
     )

@@ -24,6 +24,8 @@ class JobProgress:
     accuracy: float | None = None
     rows: int = 0
     last: dict[str, Any] = field(default_factory=dict)
+    # the first step of the current run of steps that generated nothing (a drained prompt pool)
+    empty_since: int | None = None
     # (monotonic time, step) of the first row seen by this observer: the ETA's rate baseline
     _first_seen: tuple[float, int] | None = None
     _latest_seen: tuple[float, int] | None = None
@@ -101,6 +103,12 @@ class MetricsTail:
                 progress.cum_rollouts = int(cum)
             if _number(accuracy):
                 progress.accuracy = float(accuracy)
+            generated = row.get("step_rollouts")
+            if _number(generated) and _number(step) and step >= 1:
+                if generated > 0:
+                    progress.empty_since = None
+                elif progress.empty_since is None:
+                    progress.empty_since = int(step)
         if progress.step is not None:
             now = time.monotonic()
             if progress._first_seen is None:

@@ -99,3 +99,55 @@ def test_cli_compare_json_and_stdout(cli, two_runs, tmp_path, monkeypatch):
     refused = cli(["report", a, "--out", "-"])
     assert refused.exit_code == 1 and "--format md" in refused.stderr
     assert not (tmp_path / "-").exists()
+
+
+def _set_spec(run: Path, section: str, **values) -> None:
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["spec"].setdefault(section, {}).update(values)
+    (run / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_runs_of_another_setting_are_refused_naming_the_keys(two_runs, tmp_path):
+    """Issue 28: 'GRPO 1.20x over GRPO' across a 4,096- and a 512-prompt pool printed nothing."""
+    a, b = two_runs
+    _set_spec(b, "backend", num_train_prompts=512)
+    _set_spec(a, "backend", num_train_prompts=4096)
+    _set_spec(b, "budget", rollouts_per_step=128)
+    with pytest.raises(StoreError) as error:
+        load_runs([a, b])
+    message = str(error.value)
+    assert "backend.num_train_prompts: 4096 -> 512" in message
+    assert "budget.rollouts_per_step: 64 -> 128" in message and "--allow-mismatch" in message
+    forced = analyze_run(load_runs([a, b], allow_mismatch=True))
+    assert any("backend.num_train_prompts" in w for w in forced.warnings)
+    # seeds, allocators, launch and tracking may differ: that is what a comparison varies
+    _set_spec(b, "backend", num_train_prompts=4096)
+    _set_spec(b, "budget", rollouts_per_step=64)
+    _set_spec(b, "tracking", wandb={"mode": "offline"})
+    assert not analyze_run(load_runs([a, b])).warnings
+
+
+def test_cli_refuses_a_mismatch_unless_allowed(cli, two_runs):
+    a, b = two_runs
+    _set_spec(b, "eval", every=10)
+    refused = cli(["report", a, b, "--no-plots"])
+    assert refused.exit_code == 1 and "eval.every: 5 -> 10" in refused.stderr
+    assert not (a / "report" / "vs-b").exists()
+    forced = cli(["report", a, b, "--json", "--no-plots", "--allow-mismatch"])
+    assert forced.exit_code == 0, forced.output
+    assert any("eval.every: 5 -> 10" in w for w in json.loads(forced.stdout)["warnings"])
+
+
+def test_another_target_writes_its_own_folder(cli, synthetic_run):
+    """Issue 28: `report RUN --target X` overwrote the run's own report (with --no-plots, a
+    table for one target beside plots for another)."""
+    run = synthetic_run
+    for extra in ([], ["--target", "0.6"], ["--baseline", "pc"]):
+        result = cli(["report", run, "--no-plots", "--format", "json", *extra])
+        assert result.exit_code == 0, result.output
+        if not extra:
+            own = json.loads((run / "report" / "report.json").read_text())
+    assert json.loads((run / "report" / "report.json").read_text()) == own
+    other = json.loads((run / "report" / "target-0.6" / "report.json").read_text())
+    assert other["target"]["value"] == pytest.approx(0.6)
+    assert (run / "report" / "baseline-pc" / "report.json").is_file()

@@ -43,3 +43,18 @@ def test_live_rows_are_limited_running_first(tmp_path):
     assert len(shown) == 5
     assert {"j050", "j099"} <= {r["id"] for r in shown}
     assert rows.table(statuses, limit=5).caption == "100 jobs: 98 done, 1 failed, 1 running"
+
+
+def test_a_drained_pool_shows_in_the_live_view(tmp_path):
+    """Issue 28: Pilot-Commit generated nothing from step 143 and the live view said nothing."""
+    rows = JobRows(_manifest(1), tmp_path)
+    metrics = job_dir(tmp_path, "j000") / "metrics.jsonl"
+    set_status(job_dir(tmp_path, "j000"), "running")
+    append_jsonl(
+        metrics, [{"step": s, "cum_rollouts": 64 * s, "step_rollouts": 64} for s in (1, 2)]
+    )
+    assert rows.rows()[0]["note"] == ""
+    append_jsonl(metrics, [{"step": s, "cum_rollouts": 128, "step_rollouts": 0} for s in (3, 4)])
+    assert rows.rows()[0]["note"] == "pool drained: nothing generated since step 3"
+    append_jsonl(metrics, [{"step": 5, "cum_rollouts": 192, "step_rollouts": 64}])
+    assert rows.rows()[0]["note"] == ""  # the pool refilled (a new epoch)
