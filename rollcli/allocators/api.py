@@ -378,6 +378,9 @@ class BaseAllocator(abc.ABC):
     kind: ClassVar[str]
     #: Published settings: preset name -> knob values (explicit knobs override them).
     presets: ClassVar[Mapping[str, Mapping[str, Any]]] = {}
+    #: Prompts trained per step in the paper a preset comes from (preset name -> count):
+    #: ``rollcli validate``/``plan`` warn when a spec runs the preset at far fewer.
+    preset_prompts_per_step: ClassVar[Mapping[str, int]] = {}
     #: Needs the true success probabilities (the sim backend's), passed in as ``oracle``.
     requires_oracle: ClassVar[bool] = False
 
@@ -455,6 +458,15 @@ class BaseAllocator(abc.ABC):
         0 (the default) when the allocator states no floor. With :attr:`max_step_rollouts` it is
         the range ``rollcli plan`` multiplies by the steps for its generated-rollouts estimate
         (equal to it: the allocator fixes what it generates, as GRPO does).
+        """
+        return 0
+
+    @property
+    def min_step_trained(self) -> int:
+        """The fewest rollouts one step trains; the contract suite holds every step to it.
+
+        0 (the default): the allocator may train fewer than the budget (a drained pool, rounds
+        that stop early), so ``rollcli plan`` shows the trained budget as a bound (``<= x``).
         """
         return 0
 

@@ -54,6 +54,8 @@ class DynamicAllocator(BaseAllocator):
     config_class = DynamicConfig
     presets = {"paper-dapo": {"n": 16, "gen_batch_factor": 3, "max_gen_batches": 10}}
 
+    preset_prompts_per_step = {"paper-dapo": 512}  # REFERENCE.md §1: DAPO 512 prompts
+
     def __init__(self, config: DynamicConfig, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
         self.batch_prompts = self.prompts_per_step(config.n, f"n={config.n}")
@@ -77,6 +79,14 @@ class DynamicAllocator(BaseAllocator):
     def min_step_rollouts(self) -> int:
         """One generation batch (of a pool smaller than it: the pool): every step has one."""
         return min(self.gen_batch_prompts, self.source.num_active) * self.config.n
+
+    @property
+    def min_step_trained(self) -> int:
+        """``B`` groups of ``n``, or an error; none with ``on_max_gen_batches=train`` (it trains
+        what it found)."""
+        if self.config.on_max_gen_batches == "train":
+            return 0
+        return min(self.batch_prompts, self.source.num_active) * self.config.n
 
     def _start_step(self) -> None:
         self._num_batches = 0

@@ -215,6 +215,13 @@ class GresoAllocator(BaseAllocator):
         },
     }
 
+    # the launch scripts named above: train batch 256 (Qwen-Math), 128 (R1-Distill)
+    preset_prompts_per_step = {
+        "paper-qwen-math": 256,
+        "paper-r1-distill-1.5b": 128,
+        "official-qwen-math": 256,
+    }
+
     def __init__(self, config: GresoConfig, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
         self.batch_prompts = self.prompts_per_step(config.n, f"n={config.n}")

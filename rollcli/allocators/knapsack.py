@@ -116,6 +116,8 @@ class KnapsackAllocator(KeptGroups, BaseAllocator):
         "paper-7b-numpy": {**_PAPER, "arithmetic": "numpy"},
     }
 
+    preset_prompts_per_step = {"paper-7b": 256, "paper-7b-numba": 256}  # REFERENCE.md §1
+
     def __init__(self, config: KnapsackConfig, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
         self.batch_prompts = self.prompts_per_step(config.n, f"n={config.n}")

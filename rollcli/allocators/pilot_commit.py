@@ -168,6 +168,8 @@ class PilotCommitAllocator(KeptGroups, BaseAllocator):
         },
     }
 
+    preset_prompts_per_step = {"paper-1.5b": 128}  # REFERENCE.md §1: 128 prompts / step
+
     def __init__(self, config: PilotCommitConfig, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
         per_prompt = config.n_pilot + config.n_commit

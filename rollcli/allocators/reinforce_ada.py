@@ -132,6 +132,8 @@ class ReinforceAdaAllocator(BaseAllocator):
         "paper-positive-focused": {"choice": "positive_focused"},
     }
 
+    preset_prompts_per_step = {"paper": 512, "paper-positive-focused": 512}
+
     def __init__(self, config: ReinforceAdaConfig, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
         if self.rollouts_per_step % config.num_keep:

@@ -37,6 +37,8 @@ class UniformAllocator(KeptGroups, BaseAllocator):
         "paper-4b": {"n": 64},  # Pilot-Commit's GRPO baseline, Qwen3-4B
     }
 
+    preset_prompts_per_step = {"paper-1.5b": 128}  # Pilot-Commit's GRPO baseline
+
     def __init__(self, config: UniformConfig, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
         self.batch_prompts = self.prompts_per_step(config.n, f"n={config.n}")
@@ -52,6 +54,11 @@ class UniformAllocator(KeptGroups, BaseAllocator):
     def min_step_rollouts(self) -> int:
         """The budget, ``B * n`` (``n`` for each prompt of a pool smaller than ``B``)."""
         return min(self.batch_prompts, self.source.num_prompts) * self.config.n
+
+    @property
+    def min_step_trained(self) -> int:
+        """Everything it generates: every group is trained."""
+        return self.min_step_rollouts
 
     def _start_step(self) -> None:
         self._asked = False

@@ -104,7 +104,8 @@ def fmt_span(low: int | None, high: int | None) -> str:
 
 def budget_table(budgets: list[Any]) -> Table:
     """Per allocator, one train job's trained and generated rollouts and tokens (``rollcli
-    plan``): trained is the budget, equal for all; generated the allocator's stated range."""
+    plan``): trained is the budget, equal for all (``<= x`` where the allocator may train less);
+    generated the allocator's stated range."""
     table = Table(box=None, pad_edge=False, header_style="bold")
     with_tokens = any(b.tokens is not None for b in budgets)
     names = ["allocator", "kind", "trained", "generated/step", "generated"]
@@ -114,7 +115,7 @@ def budget_table(budgets: list[Any]) -> Table:
         row = [
             b.allocator,
             b.kind,
-            fmt_int(b.steps * b.trained_per_step),
+            ("" if b.trained_exact else "<= ") + fmt_int(b.steps * b.trained_per_step),
             fmt_span(b.generated_min_per_step, b.generated_max_per_step),
             fmt_span(*b.generated),
         ]

@@ -60,12 +60,14 @@ def register(app: typer.Typer) -> None:
         )
         from rollcli.plan import build_plan
         from rollcli.plan.budget import allocator_budgets
+        from rollcli.plan.scale import scale_warnings
 
         spec_obj = load_spec_or_sweep_hint(spec, overrides, runs_dir)
         built = build_plan(spec_obj)
         jobs = built.to_manifest()["jobs"]
         budgets = allocator_budgets(spec_obj)
         totals = plan_totals(jobs, budgets)
+        warnings = scale_warnings(spec_obj)
         if as_json:
             typer.echo(
                 json.dumps(
@@ -74,6 +76,7 @@ def register(app: typer.Typer) -> None:
                         "totals": totals,
                         "budget": [b.to_json() for b in budgets],
                         "jobs": jobs,
+                        "warnings": warnings,
                     }
                 )
             )
@@ -95,10 +98,12 @@ def register(app: typer.Typer) -> None:
         out.print(budget_table(budgets))
         out.print(
             "[dim]trained = budget.rollouts_per_step x steps, the same for every allocator;\n"
+            "<= x: at most; the allocator may train fewer (a drained pool, stopped rounds);\n"
             "generated depends on the rewards: each allocator states its range per step\n"
             "(docs/spec.md, Budgets)[/dim]"
         )
         generated = totals["generated"]
+        at_most = "" if all(b.trained_exact for b in budgets) else "<= "
         tokens = (
             "tokens unknown"
             if totals["tokens"] is None
@@ -107,9 +112,11 @@ def register(app: typer.Typer) -> None:
         out.print(
             f"{totals['jobs']} jobs ({totals['train']} train, {totals['eval']} eval, 1 report); "
             f"{steps} steps x {fmt_int(rps)} trained rollouts per job\n"
-            f"total: {fmt_int(totals['rollouts'])} rollouts trained, "
+            f"total: {at_most}{fmt_int(totals['rollouts'])} rollouts trained, "
             f"{fmt_span(generated['min'], generated['max'])} generated; {tokens}"
         )
+        for warning in warnings:
+            out.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
         report = next(j for j in jobs if j["type"] == "report")
         if (
             executor == "slurm"

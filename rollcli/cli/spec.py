@@ -127,6 +127,10 @@ def register(app: typer.Typer) -> None:
             f"{len(spec_obj.seeds)} seeds = {num_train} train jobs, backend "
             f"{spec_obj.backend.kind}, {spec_obj.launch.executor} executor"
         )
+        from rollcli.plan.scale import scale_warnings
+
+        for warning in scale_warnings(spec_obj):
+            console().print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
 
     @app.command("schema", epilog=SCHEMA_EPILOG)
     def schema(

@@ -1,8 +1,9 @@
 """What a plan spends, per allocator: trained and generated rollouts, and tokens.
 
 Two budgets, named for what they are. ``budget.rollouts_per_step`` is the **trained** budget: every
-allocator puts that many rollouts into its training groups each step, so it is equal across
-allocators. The **generated** rollouts are not: DAPO refills until it has enough informative
+allocator puts at most that many rollouts into its training groups each step, so it is equal across
+allocators; one that may train fewer (its pool drained by eviction or deferral, rounds stopped
+early: ``min_step_trained`` below the budget) shows it as a bound, ``<= x``. The **generated** rollouts are not: DAPO refills until it has enough informative
 groups, Pilot-Commit spends pilots it never trains on, PODS generates more than it trains. How
 many depends on the rewards, which a plan cannot know; each allocator states the range a step can
 take (``min_step_rollouts``, ``max_step_rollouts`` of :class:`rollcli.allocators.BaseAllocator`,
@@ -32,6 +33,18 @@ class AllocatorBudget:
     generated_min_per_step: int
     generated_max_per_step: int | None  # None: no bound (DAPO with max_gen_batches <= 0)
     tokens_per_rollout: float | None
+    # the fewest a step trains: the budget where the allocator guarantees it, else less (0)
+    trained_min_per_step: int | None = None
+
+    @property
+    def trained_exact(self) -> bool:
+        """Whether every step trains the whole budget (else it is only an upper bound)."""
+        floor = (
+            self.trained_per_step
+            if self.trained_min_per_step is None
+            else self.trained_min_per_step
+        )
+        return floor >= self.trained_per_step
 
     @property
     def exact(self) -> bool:
@@ -64,6 +77,7 @@ class AllocatorBudget:
             "steps": self.steps,
             "trained_per_step": self.trained_per_step,
             "trained": self.steps * self.trained_per_step,
+            "trained_exact": self.trained_exact,
             "generated_per_step": {
                 "min": self.generated_min_per_step,
                 "max": self.generated_max_per_step,
@@ -118,6 +132,7 @@ def allocator_budgets(spec: Any) -> list[AllocatorBudget]:
                 generated_min_per_step=min(low, high),
                 generated_max_per_step=None if high >= sys.maxsize else high,
                 tokens_per_rollout=per_rollout,
+                trained_min_per_step=int(getattr(allocator, "min_step_trained", 0)),
             )
         )
     return out

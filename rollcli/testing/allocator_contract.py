@@ -28,6 +28,7 @@ checks, after every protocol call (:class:`ContractRun`):
 * ``max_step_rollouts`` is an int >= 1 and no step generates more (the budget, or the stated
   bound of an algorithm that overspends by design such as DAPO refill or Pilot-Commit pilots);
   ``min_step_rollouts`` is an int in ``[0, max_step_rollouts]`` and no step generates fewer;
+  no step trains fewer than ``min_step_trained``;
 * training groups hold only told rollouts, with the told rewards, each rollout trained once,
   and every ref still held by the backend after ``retain(live_refs())`` (the fake fails
   otherwise; a group's baseline is checked by :class:`~rollcli.allocators.Group` itself);
@@ -408,6 +409,13 @@ class ContractRun:
         )
         assert step_rollouts >= floor, (
             f"{self.case.id}: step {self.step} generated {step_rollouts} < floor {floor}"
+        )
+        trained_floor = a.min_step_trained
+        assert isinstance(trained_floor, int) and trained_floor >= 0, (
+            f"{self.case.id}: min_step_trained must be an int >= 0, got {trained_floor!r}"
+        )
+        assert trained >= trained_floor, (
+            f"{self.case.id}: step {self.step} trained {trained} < floor {trained_floor}"
         )
         b.update(groups)  # fails on a ref the backend freed or a reward that was not told
         b.retain(a.live_refs())

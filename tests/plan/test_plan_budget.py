@@ -92,7 +92,7 @@ def test_plan_prints_both_budgets_and_reserved_gpu_hours(cli, monkeypatch):
     assert text.exit_code == 0, text.output
     out = text.stdout
     assert "trained = budget.rollouts_per_step x steps, the same for every allocator" in out
-    assert "pc         pilot_commit    1.64M         <= 135k   <= 13.5M" in out
+    assert "pc         pilot_commit  <= 1.64M         <= 135k   <= 13.5M" in out
     # 4 train jobs x 2 nodes x 8 GPUs x 48 h + 4 eval jobs x 8 GPUs x 48 h
     assert "GPU-hours reserved (time limit x GPUs, an upper bound): 4,608" in out
     assert max(len(line) for line in out.splitlines()) <= 80
