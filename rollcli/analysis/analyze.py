@@ -76,6 +76,10 @@ class AllocatorResult:
     step_time_ratio: float
     tokens_per_step: float
     num_steps: int
+    # mean over seeds of each job's totals at its last step (NaN: rows without the key)
+    generated_rollouts: float = math.nan
+    trained_rollouts: float = math.nan
+    generated_tokens: float = math.nan
 
     @property
     def final_accuracy(self) -> float:
@@ -187,6 +191,11 @@ def _seed_speedups(
                 Bounded(float(xa[0]), "exact" if ra[0] else "lower"),
             )
     return out, paired
+
+
+def _mean_last(jobs: list[JobMetrics], key: str) -> float:
+    """Mean over seeds of each seed's last value of a cumulative key."""
+    return _mean(float(v[-1]) for _, v in (j.series(key) for j in jobs) if v.size)
 
 
 def _mean_series(jobs: list[JobMetrics], key: str) -> float:
@@ -316,6 +325,9 @@ def analyze_run(
                 else math.nan,
                 tokens_per_step=_mean_series(jobs, "step_tokens"),
                 num_steps=max((j.num_steps for j in jobs), default=0),
+                generated_rollouts=_mean_last(jobs, "cum_rollouts"),
+                trained_rollouts=_mean_last(jobs, "cum_rollouts_trained"),
+                generated_tokens=_mean_last(jobs, "cum_tokens"),
             )
         )
     return RunAnalysis(run, target_value, confidence, results, warnings)

@@ -37,6 +37,8 @@ COLUMNS: list[tuple[str, str]] = [
     ("step_time_ratio", "Step time ratio"),
     ("final", "Final acc"),
     ("peak", "Peak acc"),
+    ("generated", "Generated"),
+    ("trained", "Trained"),
     ("reward_var", "Reward var"),
     ("zero_var", "Zero-var frac"),
 ]
@@ -68,6 +70,26 @@ def fmt_float(value: float | None, fmt: str = "{:.3f}") -> str:
     if value is None or not math.isfinite(value):
         return "n/a"
     return fmt.format(value)
+
+
+def fmt_total(value: float) -> str:
+    """A mean count of rollouts (``9.6k``), ``n/a`` when the rows do not carry it."""
+    return fmt_count(value) if math.isfinite(value) else "n/a"
+
+
+def speedup_header(analysis: RunAnalysis) -> str:
+    """The speedup column's header, saying what follows the number: ``Speedup [95% CI]`` (a
+    bootstrap interval), or ``Speedup (per seed)`` (each seed against its own target)."""
+    if analysis.few_seeds:
+        return "Speedup (per seed)"
+    if any(r.axes["rollouts"].ci is not None for r in analysis.allocators):
+        return f"Speedup [{round(analysis.confidence * 100)}% CI]"
+    return "Speedup"
+
+
+def headers(analysis: RunAnalysis, columns: list[tuple[str, str]]) -> list[str]:
+    """The display headers of ``columns`` for this analysis (the speedup's says what it holds)."""
+    return [speedup_header(analysis) if key == "speedup" else h for key, h in columns]
 
 
 def fmt_speedup(axis: AxisResult, baseline: bool, *, seeds: bool = True) -> str:
@@ -116,6 +138,8 @@ def summary_rows(analysis: RunAnalysis) -> list[dict[str, str]]:
                 "step_time_ratio": fmt_float(res.step_time_ratio, "{:.2f}x"),
                 "final": fmt_float(res.final_accuracy),
                 "peak": fmt_float(res.peak_accuracy),
+                "generated": fmt_total(res.generated_rollouts),
+                "trained": fmt_total(res.trained_rollouts),
                 "reward_var": fmt_float(res.reward_var, "{:.4f}"),
                 "zero_var": fmt_float(res.zero_var_frac, "{:.2f}"),
             }
@@ -163,8 +187,9 @@ def footnotes(analysis: RunAnalysis) -> list[str]:
         lines.append(f"[low, high]: {pct}% bootstrap interval over seeds (paired by seed).")
     if analysis.few_seeds:
         lines.append(
-            f"(a, b, ...): the speedup each seed alone gives (against {baseline}'s same seed), "
-            f"in seed order; under {MIN_INTERVAL_SEEDS} seeds an interval would not be honest "
+            f"Speedup (per seed): the seed-mean speedup, then in parentheses the speedup each "
+            f"seed alone gives (against {baseline}'s same seed and that seed's own target), in "
+            f"seed order; under {MIN_INTERVAL_SEEDS} seeds an interval would not be honest "
             "(docs/report.md)."
         )
     if any(not p for r in results if not r.is_baseline for p in r.axes["rollouts"].paired.values()):
@@ -213,7 +238,7 @@ def summary_table(
         title_justify="left",
         pad_edge=pad_edge,  # False saves two characters where that is what fits
     )
-    for key, header in columns:
+    for (key, _), header in zip(columns, headers(analysis, columns), strict=True):
         table.add_column(
             header, justify="left" if key in ("allocator", "kind") else "right", no_wrap=True
         )
@@ -246,15 +271,18 @@ def print_analysis(analysis: RunAnalysis, console, *, full_table: str | None = N
         table = summary_table(analysis, columns=[c for c in narrower if c[0] != "seeds"])
     console.print(table)
     console.print(target_line(analysis), highlight=False, soft_wrap=False)
-    for line in footnotes(analysis):
-        console.print(line, style="dim", highlight=False, soft_wrap=False)
+    for line in footnotes(analysis):  # no markup: '[low, high]' is text, not a rich tag
+        console.print(line, style="dim", highlight=False, soft_wrap=False, markup=False)
     if table.columns and len(table.columns) < len(COLUMNS):
         where = full_table or f"`rollcli report {analysis.run.run_dir}`"
         shown = {h for h in (c.header for c in table.columns)}
+        shown = {"Speedup" if str(h).startswith("Speedup") else h for h in shown}
         words = {
             "Kind": "kind",
             "Seeds": "seeds",
             "Peak acc": "peak",
+            "Generated": "generated",
+            "Trained": "trained",
             "Tokens speedup": "tokens",
             "Wall-clock speedup": "wall-clock",
             "Step time ratio": "step time",
@@ -269,8 +297,10 @@ def print_analysis(analysis: RunAnalysis, console, *, full_table: str | None = N
             highlight=False,
             soft_wrap=False,
         )
+    from rich.text import Text
+
     for warning in analysis.warnings:
-        console.print(f"[yellow]warning:[/yellow] {warning}", highlight=False)
+        console.print(Text.assemble(("warning: ", "yellow"), warning), highlight=False)
 
 
 def print_summary(run_dir: str | Path, console=None, **analyze_kwargs) -> RunAnalysis:

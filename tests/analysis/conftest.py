@@ -74,6 +74,7 @@ def write_synthetic_run(
                     "step": step,
                     "cum_rollouts": per_step * step,
                     "cum_tokens": per_step * tok * step,
+                    "cum_rollouts_trained": 64 * step,
                     "step_rollouts": per_step,
                     "step_tokens": per_step * tok,
                     "wall_s": round(step_s * step, 6),

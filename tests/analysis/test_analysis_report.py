@@ -80,18 +80,39 @@ def test_json_contract(synthetic_run, tmp_path):
     assert data["allocators"]["vigor"]["reached"] == pytest.approx(2 / 3)
 
 
-def test_csv_never_prints_a_bound_as_a_number(synthetic_run):
+def test_csv_numeric_columns_are_numbers(synthetic_run):
+    """Issue 28: '>= 30720' and '100%' sat in numeric columns. Every column but the names,
+    kinds and bound flags parses as a number; a bound says so in its own column."""
+    import csv
+
     write_report(synthetic_run, formats="csv", plots=False)
-    lines = (synthetic_run / "report" / "report.csv").read_text().splitlines()
-    dapo = dict(
-        zip(
-            lines[0].split(","),
-            next(line for line in lines if line.startswith("dapo")).split(","),
-            strict=True,
-        )
-    )
-    assert dapo["rollouts_to_target"] == ">= 5120"
-    assert dapo["rollouts_speedup"] == "<= 0.5000"
+    with open(synthetic_run / "report" / "report.csv", newline="") as handle:
+        rows = {row["allocator"]: row for row in csv.DictReader(handle)}
+    text_columns = {"allocator", "kind", "baseline"}
+    for row in rows.values():
+        for key, value in row.items():
+            if key in text_columns or key.endswith(("_speedup_bound", "_reached")) or not value:
+                continue
+            float(value)  # raises on '>= 5120', '100%'
+    dapo = rows["dapo"]
+    assert float(dapo["rollouts_to_target"]) == 5120 and dapo["rollouts_reached"] == "False"
+    assert float(dapo["rollouts_speedup"]) == 0.5 and dapo["rollouts_speedup_bound"] == "upper"
+    assert float(dapo["rollouts_seeds_reached"]) == 0.0
+    pc = rows["pc"]
+    assert pc["rollouts_reached"] == "True" and pc["rollouts_speedup_bound"] == ""
+    assert float(pc["generated_rollouts"]) == 2560 and float(pc["trained_rollouts"]) == 2560
+
+
+def test_compact_latex_has_five_columns_and_the_wide_one_every_column(synthetic_run):
+    result = write_report(synthetic_run, formats="latex", plots=False)
+    names = {p.name for p in result.files}
+    assert {"report.tex", "report-wide.tex"} <= names
+    compact = (synthetic_run / "report" / "report.tex").read_text()
+    assert "\\begin{tabular}{@{}lrrrr@{}}" in compact and "\\toprule" in compact
+    body = compact.split("\\midrule")[1].split("\\bottomrule")[0].strip().splitlines()
+    assert len(body) == 4 and all(line.count(" & ") == 4 for line in body)
+    wide = (synthetic_run / "report" / "report-wide.tex").read_text()
+    assert "table*" in wide and wide.count("\\\\") == 5  # header + 4 allocators
 
 
 def test_plots_written_and_not_empty(synthetic_run):

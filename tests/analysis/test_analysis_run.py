@@ -160,7 +160,7 @@ def test_bad_run_folders(tmp_path, make_run):
 
 
 def test_print_summary(synthetic_run):
-    console = Console(record=True, width=220)
+    console = Console(record=True, width=250)
     analysis = print_summary(synthetic_run, console=console)
     text = console.export_text()
     assert analysis.get("pc").axes["rollouts"].speedup.value == pytest.approx(1.25)
@@ -214,3 +214,19 @@ def test_terminal_table_matches_golden(synthetic_run, width, monkeypatch):
     if os.environ.get("ROLLCLI_UPDATE_GOLDEN") == "1":
         golden.write_text(text)
     assert text == golden.read_text()
+
+
+def test_terminal_footnotes_keep_their_brackets(make_run, tmp_path):
+    """Issue 28: rich read '[low, high]' as markup and printed ': 95% bootstrap interval...'."""
+    import io
+
+    from rich.console import Console
+
+    from rollcli.analysis.summary import print_analysis
+
+    run = make_run(tmp_path / "runs" / "six", seeds=(0, 1, 2, 3, 4, 5))
+    buffer = io.StringIO()
+    print_analysis(analyze_run(run, num_resamples=200), Console(file=buffer, width=200))
+    text = buffer.getvalue()
+    assert "[low, high]: 95% bootstrap interval over seeds" in text
+    assert "Speedup [95% CI]" in text
