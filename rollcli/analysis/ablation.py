@@ -33,6 +33,9 @@ class PointResult:
     baseline_final_accuracy: float
     reached: float
     num_seeds: int
+    # each seed's own speedup (shown instead of an interval under 5 seeds, as `rollcli report`)
+    seed_speedups: dict[int, Any] = field(default_factory=dict)
+    wall_speedup: Any = None
 
     def sort_key(self) -> float:
         value = self.speedup.value
@@ -99,6 +102,7 @@ def analyze_sweep(run_dir: str | Path, *, num_resamples: int = 500) -> Ablation:
             result = analysis.get(name)
             rollouts = result.axes["rollouts"]
             tokens = result.axes.get("tokens")
+            wall = result.axes.get("wall_s")
             results.append(
                 PointResult(
                     index=int(point["index"]),
@@ -111,6 +115,8 @@ def analyze_sweep(run_dir: str | Path, *, num_resamples: int = 500) -> Ablation:
                     baseline_final_accuracy=baseline.final_accuracy,
                     reached=rollouts.reached,
                     num_seeds=len(result.seeds),
+                    seed_speedups=dict(rollouts.seed_speedups) if rollouts.few_seeds else {},
+                    wall_speedup=wall.speedup if wall else None,
                 )
             )
     grid_axes = list(sweep.get("grid_axes", []))
@@ -131,7 +137,16 @@ def _fmt(value: Any) -> str:
 
 
 def _ci(result: PointResult) -> str:
-    return "" if result.ci is None else f"[{result.ci[0]:.2f}, {result.ci[1]:.2f}]"
+    """``[low, high]`` (an interval), ``(a, b, c)`` (each seed's own speedup), or empty."""
+    if result.ci is not None:
+        return f"[{result.ci[0]:.2f}, {result.ci[1]:.2f}]"
+    if result.seed_speedups and result.speedup.exact:
+        return "(" + ", ".join(b.display() for _, b in sorted(result.seed_speedups.items())) + ")"
+    return ""
+
+
+# the columns that stay in a terminal too narrow for every one (80 columns)
+_NARROW = ("point", "allocator", "speedup", "CI / per seed", "final acc")
 
 
 def _rows(
@@ -143,8 +158,9 @@ def _rows(
         *axes,
         "allocator",
         "speedup",
-        "95% CI",
+        "CI / per seed",
         "token speedup",
+        "wall speedup",
         "final acc",
         "baseline acc",
         "reached",
@@ -159,12 +175,19 @@ def _rows(
                 r.speedup.display(),
                 _ci(r),
                 r.token_speedup.display() if r.token_speedup is not None else "n/a",
+                r.wall_speedup.display() if r.wall_speedup is not None else "n/a",
                 f"{r.final_accuracy:.3f}",
                 f"{r.baseline_final_accuracy:.3f}",
                 f"{r.reached:.0%}" if math.isfinite(r.reached) else "n/a",
             ]
         )
     return headers, rows
+
+
+def _natural(headers: list[str], rows: list[list[str]]) -> int:
+    """The width of a rich table whose columns take their widest cell or header."""
+    cells = [max((len(row[i]) for row in rows), default=1) for i in range(len(headers))]
+    return sum(max(len(h), c) + 3 for h, c in zip(headers, cells, strict=True)) + 1
 
 
 def ablation_table(
@@ -179,9 +202,17 @@ def ablation_table(
     title = f"{ablation.name}: " + ("best configurations" if best_only else "speedup per point")
     table = Table(title=title)
     headers, rows = _rows(ablation, results, short=True)
+    if max_width is not None and _natural(headers, rows) > max_width:
+        # narrow terminal: the axes, the allocator, the speedup and its spread, the accuracy
+        axes = [a.rsplit(".", 1)[-1] for a in ablation.axes]
+        keep = [i for i, h in enumerate(headers) if h in _NARROW or (h in axes and i > 0)]
+        if len({r.allocator for r in results}) == 1:  # one focus allocator: named in the title
+            keep.remove(headers.index("allocator"))
+            table.title = f"{title} ({results[0].allocator})"
+        headers = [headers[i] for i in keep]
+        rows = [[row[i] for i in keep] for row in rows]
     cells = [max((len(row[i]) for row in rows), default=1) for i in range(len(headers))]
-    natural = sum(max(len(h), c) + 3 for h, c in zip(headers, cells, strict=True)) + 1
-    narrow = max_width is not None and natural > max_width
+    narrow = max_width is not None and _natural(headers, rows) > max_width
     for header, width in zip(headers, cells, strict=True):
         table.add_column(
             header,
@@ -220,15 +251,41 @@ def _markdown(ablation: Ablation) -> str:
     return "\n".join(parts)
 
 
+def _bound_columns(value: Any) -> tuple[float | None, str]:
+    """A Bounded as (number, bound): the value or its bound, and ``""``/``lower``/``upper``."""
+    if value is None or value.kind == "unknown" or not math.isfinite(value.value):
+        return None, ""
+    return float(value.value), "" if value.exact else value.kind
+
+
 def _csv(ablation: Ablation) -> str:
+    """One row per point and focus allocator; numeric columns hold numbers only (a bound is its
+    value with ``*_bound`` saying which side), ``reached`` is a fraction, and ``seed_speedups``
+    lists each seed's own speedup (``;``-separated) where there is no interval (under 5 seeds)."""
     import csv
     import io
 
-    headers, rows = _rows(ablation, ablation.results)
+    header = ["point", *ablation.axes, "allocator", "num_seeds", "speedup", "speedup_bound"]
+    header += ["ci_low", "ci_high", "seed_speedups", "token_speedup", "token_speedup_bound"]
+    header += ["wall_speedup", "wall_speedup_bound", "final_accuracy"]
+    header += ["baseline_final_accuracy", "reached"]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(headers)
-    writer.writerows(rows)
+    writer.writerow(header)
+
+    def number(value: Any) -> str:
+        if value is None or (isinstance(value, float) and not math.isfinite(value)):
+            return ""
+        return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+    for r in ablation.results:
+        seeds = ";".join(number(b.value) for _, b in sorted(r.seed_speedups.items()))
+        row = [r.index, *(r.values.get(axis, "") for axis in ablation.axes), r.allocator]
+        row += [r.num_seeds, *_bound_columns(r.speedup)]
+        row += [None if r.ci is None else r.ci[0], None if r.ci is None else r.ci[1], seeds]
+        row += [*_bound_columns(r.token_speedup), *_bound_columns(r.wall_speedup)]
+        row += [r.final_accuracy, r.baseline_final_accuracy, r.reached]
+        writer.writerow([number(v) if not isinstance(v, str) else v for v in row])
     return buffer.getvalue()
 
 
@@ -246,6 +303,8 @@ def _json(ablation: Ablation) -> dict[str, Any]:
                 "ci_low": None if r.ci is None else r.ci[0],
                 "ci_high": None if r.ci is None else r.ci[1],
                 "token_speedup": None if r.token_speedup is None else r.token_speedup.to_json(),
+                "wall_speedup": None if r.wall_speedup is None else r.wall_speedup.to_json(),
+                "seed_speedups": {str(k): b.to_json() for k, b in sorted(r.seed_speedups.items())},
                 "final_accuracy": r.final_accuracy,
                 "baseline_final_accuracy": r.baseline_final_accuracy,
                 "reached": r.reached if math.isfinite(r.reached) else None,

@@ -211,18 +211,29 @@ def render_breakdown_markdown(
     return "\n".join(lines)
 
 
-def breakdown_table(rows: Sequence[AllocatorBreakdown]):
-    """A rich table of the rollouts breakdown, shares of generated (for the terminal)."""
+# an 80-column terminal: no seeds, skipped or signal columns, shorter headers
+_NARROW_HEADERS = ("Allocator", "Generated", "Inform.", "Zero-var", "Decision", "Held", "Inf/1k")
+_NARROW_CELLS = (0, 2, 3, 4, 5, 6, 8)
+
+
+def breakdown_table(rows: Sequence[AllocatorBreakdown], max_width: int | None = None):
+    """A rich table of the rollouts breakdown, shares of generated (for the terminal); where
+    every column is wider than ``max_width``, the shares and informative groups per 1k only."""
     from rich.table import Table
 
-    table = Table(
-        title="Where every rollout went (share of generated, mean per job; counts: breakdown.md)",
-        title_justify="left",
-    )
-    for i, header in enumerate(_HEADERS):
-        table.add_column(header, justify="left" if i == 0 else "right")
-    for b in rows:
-        table.add_row(*_cells(b, "rollouts", counts=False))
+    cells = [_cells(b, "rollouts", counts=False) for b in rows]
+    headers: Sequence[str] = _HEADERS
+    natural = sum(max(len(h), *(len(c[i]) for c in cells)) + 3 for i, h in enumerate(_HEADERS)) + 1
+    title = "Where every rollout went (share of generated, mean per job; counts: breakdown.md)"
+    if max_width is not None and natural > max_width:
+        headers = _NARROW_HEADERS
+        cells = [[c[i] for i in _NARROW_CELLS] for c in cells]
+        title = "Where every rollout went (share of generated; all columns: breakdown.md)"
+    table = Table(title=title, title_justify="left")
+    for i, header in enumerate(headers):
+        table.add_column(header, justify="left" if i == 0 else "right", no_wrap=True)
+    for row in cells:
+        table.add_row(*row)
     return table
 
 

@@ -173,7 +173,7 @@ def report(
     from rollcli.analysis.breakdown import breakdown_table, run_breakdown
 
     if breakdown := run_breakdown(analysis.run):
-        console.print(breakdown_table(breakdown))
+        console.print(breakdown_table(breakdown, max_width=console.width))
     if result.files:
         console.print(f"wrote {plural(len(result.files), 'file')}:", highlight=False)
         for path in result.files:

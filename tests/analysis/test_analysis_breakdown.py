@@ -76,3 +76,35 @@ def test_breakdown_of_a_real_run(cli, tmp_path: Path) -> None:
     saved = {d["allocator"]: d for d in read_json(report / "breakdown.json")}
     assert saved["pods"]["rollouts"]["decision"] == pods.rollouts["decision"]
     assert len(saved["greso"]["jobs"]) == 2
+
+
+def test_breakdown_table_stays_readable_at_80_columns() -> None:
+    """Issue 28: the rollout-breakdown table collapsed at 80 columns."""
+    from rich.console import Console
+
+    from rollcli.analysis.breakdown import AllocatorBreakdown, breakdown_table
+
+    parts = {"informative": 61_440.0, "zero_var": 20_480.0, "decision": 40_960.0, "held": 0.0}
+    rows = [
+        AllocatorBreakdown(
+            allocator=name,
+            seeds=[0, 1, 2, 3, 4],
+            generated=122_880.0,
+            generated_tokens=1.2e7,
+            rollouts=parts,
+            tokens={p: v * 100 for p, v in parts.items()},
+            skipped=2048.0,
+            groups_per_1k=12.5,
+            signal_per_1k=3.1,
+        )
+        for name in ("grpo", "reinforce_ada", "pilot_commit")
+    ]
+    narrow = Console(record=True, width=80)
+    narrow.print(breakdown_table(rows, max_width=80))
+    text = narrow.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    line = next(x for x in text.splitlines() if "reinforce_ada" in x)
+    assert "50.0%" in line and "16.7%" in line and "33.3%" in line and "12.5" in line
+    wide = Console(record=True, width=200)
+    wide.print(breakdown_table(rows, max_width=200))
+    assert "Signal / 1k" in wide.export_text()
