@@ -3,7 +3,7 @@
 Each point is analysed exactly like a single experiment (``rollcli.analysis.analyze_run`` on the
 point's own jobs: its baseline, its target), so a sweep's numbers mean what `rollcli report`'s
 mean (``rollcli.jobs.report.write_sweep_report`` runs it). Outputs under ``<run>/report/``: ``ablation.{md,csv,json}``, a speedup-vs-axis plot per
-swept axis (PNG and SVG), and a heatmap when the sweep has two grid axes.
+swept axis (PDF and PNG), and a heatmap when the sweep has two grid axes.
 """
 
 from __future__ import annotations

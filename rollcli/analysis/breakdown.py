@@ -9,7 +9,7 @@ informative groups per 1,000 generated rollouts (every backend) and, on sim wher
 success probability is known, the summed ``sqrt(p(1-p))`` of the trained groups
 (``train/true_signal``) per 1,000 generated rollouts.
 
-``write_breakdown`` writes ``breakdown.md`` / ``.csv`` / ``.json`` and ``breakdown.png`` / ``.svg``
+``write_breakdown`` writes ``breakdown.md`` / ``.csv`` / ``.json`` and ``breakdown.pdf`` / ``.png``
 next to the report; ``breakdown_table`` is the terminal table. Jobs whose rows predate the
 breakdown columns are left out (and counted), never guessed.
 """
@@ -270,17 +270,14 @@ def _json(rows: Sequence[AllocatorBreakdown]) -> list[dict[str, Any]]:
 
 def plot_breakdown(rows: Sequence[AllocatorBreakdown], out_dir: Path, stem: str = "breakdown"):
     """Stacked bars per allocator, rollouts and tokens, with skipped as a hatched bar on top."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from rollcli.analysis.plots import save_figure
+    from rollcli.analysis.figstyle import count_axis, new_figure, save_figure
 
     names = [b.allocator for b in rows]
     x = np.arange(len(rows))
-    fig, axes = plt.subplots(1, 2, figsize=(max(7.0, 1.1 * len(rows) + 3), 4.2), squeeze=False)
-    for ax, unit in zip(axes[0], ("rollouts", "tokens"), strict=True):
+    fig, axes = new_figure(2, column=False, height=2.6)
+    for ax, unit in zip(axes, ("rollouts", "tokens"), strict=True):
         bottom = np.zeros(len(rows))
         for part in PARTS:
             values = np.array(
@@ -300,13 +297,14 @@ def plot_breakdown(rows: Sequence[AllocatorBreakdown], out_dir: Path, stem: str 
                    label="Skipped (not generated)")  # fmt: skip
             for i in np.flatnonzero(skipped > cap):
                 ax.text(x[i], bottom[i] + cap, f"skipped {skipped[i] / max(bottom[i], 1):.0f}x",
-                        ha="center", va="bottom", fontsize=7)  # fmt: skip
+                        ha="center", va="bottom", fontsize=6)  # fmt: skip
         ax.set_xticks(x, names, rotation=35, ha="right")
-        ax.set_title(f"generated {unit} per job (mean over seeds)")
-        ax.ticklabel_format(axis="y", style="sci", scilimits=(0, 3))
-        ax.grid(axis="y", alpha=0.3)
-    axes[0][0].legend(fontsize=8, loc="upper left")
-    fig.tight_layout()
+        ax.set_ylabel(f"generated {unit} per job")
+        count_axis(ax, "y")
+        ax.grid(axis="x", visible=False)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(labels),
+               frameon=False, fontsize=7)  # fmt: skip
     paths = save_figure(fig, out_dir, stem)
     plt.close(fig)
     return paths

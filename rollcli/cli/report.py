@@ -77,7 +77,7 @@ def report(
         bool, typer.Option("--json", help="Print the report as JSON (stdout) instead of a table.")
     ] = False,
     plots: Annotated[
-        bool, typer.Option("--plots/--no-plots", help="Write PNG and SVG plots.")
+        bool, typer.Option("--plots/--no-plots", help="Write the figures (PDF and PNG).")
     ] = True,
     wandb: Annotated[
         bool,

@@ -61,3 +61,22 @@ def test_sweep_table_stays_readable_at_80_columns():
     wide = Console(record=True, width=200)
     wide.print(ablation_table(_ablation(), max_width=200))
     assert "wall speedup" in wide.export_text()
+
+
+def test_sweep_figure_has_a_series_per_other_axis_with_error_bars():
+    """Issue 28: the per-axis plot merged the other axis into one unlabelled series and had no
+    error bars under 5 seeds."""
+    from rollcli.analysis.ablation_plots import axis_series
+
+    ablation = _ablation()
+    ablation.results[2].values["allocators.pc.n_pilot"] = 8
+    series = axis_series(ablation, "allocators.pc.p_upper")
+    assert sorted(series) == [("pc", "n_pilot=4"), ("pc", "n_pilot=8")]
+    four = series[("pc", "n_pilot=4")]
+    assert [(p["x"], p["speedup"], p["low"], p["high"]) for p in four] == [
+        (0.7, 1.3, 1.1, 1.5),  # the interval
+        (0.8, 1.2, 1.1, 1.3),  # under 5 seeds: the range of the seeds' own speedups
+    ]
+    assert series[("pc", "n_pilot=8")] == [
+        {"x": 0.9, "speedup": 0.6, "exact": False, "low": None, "high": None}
+    ]

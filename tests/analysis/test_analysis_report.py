@@ -115,22 +115,101 @@ def test_compact_latex_has_five_columns_and_the_wide_one_every_column(synthetic_
     assert "table*" in wide and wide.count("\\\\") == 5  # header + 4 allocators
 
 
-def test_plots_written_and_not_empty(synthetic_run):
+def _record_figures(monkeypatch) -> dict:
+    """Capture every figure the report saves, by stem, to check what it draws (not pixels)."""
+    import rollcli.analysis.plots as plots
+
+    figures: dict = {}
+    original = plots.save_figure
+
+    def record(fig, out_dir, stem):
+        fig.canvas.draw()  # tick labels exist once drawn
+        figures[stem] = {
+            "titles": [ax.get_title() for ax in fig.axes],
+            "xlabels": [ax.get_xlabel() for ax in fig.axes],
+            "ylabels": [ax.get_ylabel() for ax in fig.axes],
+            "suptitle": fig._suptitle.get_text() if fig._suptitle else "",
+            "legend": [t.get_text() for lg in fig.legends for t in lg.get_texts()],
+            "xticks": [
+                [t.get_text() for t in ax.get_xticklabels()]
+                for ax in (fig.canvas.draw(), fig.axes)[1]
+            ],
+            "lines": {
+                ax.get_ylabel(): [ln.get_label() for ln in ax.get_lines()] for ax in fig.axes
+            },
+        }
+        return original(fig, out_dir, stem)
+
+    monkeypatch.setattr(plots, "save_figure", record)
+    return figures
+
+
+def test_figures_for_a_paper(synthetic_run, monkeypatch):
+    """Issue 28: PDF and PNG at 200 dpi, no run name in titles, human ticks (2k, not 2000), one
+    band method with the band named in one shared legend."""
+    from PIL import Image
+
+    figures = _record_figures(monkeypatch)
     result = write_report(synthetic_run, formats="md")
     names = {p.name for p in result.files}
     for stem in ("accuracy", "accuracy_steps", "variance", "tokens"):
-        assert {f"{stem}.png", f"{stem}.svg"} <= names
-        png = (synthetic_run / "report" / f"{stem}.png").read_bytes()
-        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
-        svg = (synthetic_run / "report" / f"{stem}.svg").read_text()
-        assert "<svg" in svg and "<path" in svg
-    accuracy = (synthetic_run / "report" / "accuracy.svg").read_text()
+        assert {f"{stem}.pdf", f"{stem}.png"} <= names and f"{stem}.svg" not in names
+        assert (synthetic_run / "report" / f"{stem}.pdf").read_bytes()[:5] == b"%PDF-"
+        with Image.open(synthetic_run / "report" / f"{stem}.png") as image:
+            assert round(image.info["dpi"][0]) >= 200
+        figure = figures[stem]
+        text = " ".join(figure["titles"] + [figure["suptitle"]])
+        assert "synthetic" not in text  # the run's name belongs in a caption
+        assert (
+            len(figure["legend"]) >= 4
+            and "dotted: each seed (< 5 seeds: no band)" in (figure["legend"])
+        )
+    accuracy = figures["accuracy"]
     # both panels labelled; the second limited to the baseline's budget (issue 16)
-    for text in ("cumulative generated rollouts", "within grpo", "2.56k rollouts", "no band"):
-        assert text in accuracy, text
-    assert "training step" in (synthetic_run / "report" / "accuracy_steps.svg").read_text()
-    variance = (synthetic_run / "report" / "variance.svg").read_text()
-    assert "mean in-group variance" in variance and "fraction of groups" in variance
+    assert accuracy["titles"] == ["all generated rollouts", "within grpo's budget (2.56k rollouts)"]
+    assert accuracy["xlabels"] == ["cumulative generated rollouts"] * 2
+    assert "2k" in accuracy["xticks"][0] and "2000" not in accuracy["xticks"][0]
+    variance = figures["variance"]
+    assert variance["ylabels"] == ["reward variance of trained groups", "share of all-equal groups"]
+    assert not any("e" in t for ticks in variance["xticks"] for t in ticks)  # no 1e4 offsets
+
+
+def test_groups_of_one_are_not_drawn_as_a_zero_variance_line(make_run, tmp_path, monkeypatch):
+    """Issue 28: SPO's one-rollout groups drew a meaningless zero line in variance.png."""
+    import json
+
+    run = make_run(tmp_path / "runs" / "spo")
+    for path in (run / "jobs").glob("pc*/metrics.jsonl"):
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        for row in rows[1:]:
+            row.update(prompts_trained=64, rollouts_trained=64, reward_var=0.0)
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for path in (run / "jobs").glob("grpo*/metrics.jsonl"):
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        for row in rows[1:]:
+            row.update(prompts_trained=8, rollouts_trained=64)
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    figures = _record_figures(monkeypatch)
+    write_report(run, formats="md")
+    drawn = figures["variance"]["lines"]["reward variance of trained groups"]
+    assert "grpo" in drawn and "pc" not in drawn
+    assert figures["variance"]["titles"][0] == "not drawn: pc (groups of one rollout)"
+
+
+def test_step_series_band_is_the_tables_bootstrap(make_run, tmp_path):
+    from rollcli.analysis.load import load_run
+    from rollcli.analysis.plots import step_series
+
+    few = load_run(make_run(tmp_path / "few", seeds=(0, 1, 2)))
+    series = step_series(few.jobs_of("grpo"), "reward_var", 0.95)
+    assert not series.banded and series.per_seed.shape == (3, 40)
+    assert series.mean[0] == pytest.approx(0.2 - 0.001 + 0.01)  # seeds 0, 1, 2: mean offset 0.01
+    many = load_run(make_run(tmp_path / "many", seeds=(0, 1, 2, 3, 4, 5)))
+    series = step_series(many.jobs_of("grpo"), "reward_var", 0.95)
+    assert series.banded
+    assert np.all(series.low <= series.mean + 1e-12) and np.all(series.mean <= series.high + 1e-12)
+    assert np.all(series.high - series.low > 0)
+    assert series.low.min() >= series.per_seed.min() - 1e-12
 
 
 def test_curve_bands_follow_the_interval_rule(tmp_path, make_run):

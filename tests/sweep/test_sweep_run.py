@@ -112,7 +112,7 @@ def test_sweep_runs_resumes_and_reports(sweep_dir: Path, cli):
         assert point["speedup"]["kind"] in ("exact", "lower", "upper")
         assert 0.0 <= point["final_accuracy"] <= 1.0
     assert (run_dir / "report" / "ablation_heatmap_pc.png").stat().st_size > 1000
-    assert (run_dir / "report" / "ablation_allocators_pc_p_lower.svg").exists()
+    assert (run_dir / "report" / "ablation_allocators_pc_p_lower.pdf").exists()
     # a second run finds every job done and only re-reports
     mtimes = {p: p.stat().st_mtime_ns for p in run_dir.glob("jobs/*/metrics.jsonl")}
     again = cli(args)
