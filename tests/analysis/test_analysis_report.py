@@ -103,16 +103,28 @@ def test_csv_numeric_columns_are_numbers(synthetic_run):
     assert float(pc["generated_rollouts"]) == 2560 and float(pc["trained_rollouts"]) == 2560
 
 
-def test_compact_latex_has_five_columns_and_the_wide_one_every_column(synthetic_run):
+def test_compact_latex_fits_a_column_and_the_wide_one_has_every_column(
+    synthetic_run, make_run, tmp_path
+):
+    """Issue 28: report.tex was a 13-column tabular that fits no paper column. The compact one
+    holds allocator, rollout- and token-matched speedups, accuracy and generated rollouts; the
+    interval is a column from 5 seeds, the per-seed speedups a small line under 5."""
     result = write_report(synthetic_run, formats="latex", plots=False)
-    names = {p.name for p in result.files}
-    assert {"report.tex", "report-wide.tex"} <= names
+    assert {"report.tex", "report-wide.tex"} <= {p.name for p in result.files}
     compact = (synthetic_run / "report" / "report.tex").read_text()
     assert "\\begin{tabular}{@{}lrrrr@{}}" in compact and "\\toprule" in compact
     body = compact.split("\\midrule")[1].split("\\bottomrule")[0].strip().splitlines()
-    assert len(body) == 4 and all(line.count(" & ") == 4 for line in body)
+    rows = [line for line in body if not line.startswith(" & ")]
+    assert [r.split(" & ")[0] for r in rows] == ["grpo", "pc", "dapo", "vigor"]
+    assert all(r.count(" & ") == 4 for r in rows)
+    assert " & \\multicolumn{4}{l}{\\scriptsize per seed: 1.60, 1.60, $\\leq$1.00} \\\\" in body
     wide = (synthetic_run / "report" / "report-wide.tex").read_text()
     assert "table*" in wide and wide.count("\\\\") == 5  # header + 4 allocators
+    six = make_run(tmp_path / "six", seeds=(0, 1, 2, 3, 4, 5))
+    write_report(six, formats="latex", plots=False)
+    compact = (six / "report" / "report.tex").read_text()
+    assert "Allocator & Speedup & 95\\% CI & Tokens & Acc. & Rollouts" in compact
+    assert "vigor & 1.55$\\times$ & {\\scriptsize [1.00, 1.60]} & 1.55$\\times$" in compact
 
 
 def _record_figures(monkeypatch) -> dict:
