@@ -23,7 +23,7 @@ from rollcli.train.checkpoint import load_latest_checkpoint, save_checkpoint
 from rollcli.train.drive import drive_loop
 from rollcli.train.loop import TrainLoop
 
-__all__ = ["run_loop_job"]
+__all__ = ["run_loop_job", "DrainWatch"]
 
 Callback = Callable[[dict[str, Any]], None]
 log = logging.getLogger(__name__)
@@ -42,8 +42,12 @@ def run_loop_job(
     folder = JobFolder(job_dir)
     saved_step = _resume(loop, folder)
 
+    drained = DrainWatch()
+
     def emit(row: dict[str, Any]) -> None:
         append_jsonl(folder.metrics, [row])
+        if notice := drained.notice(row):
+            log.warning("%s", notice)
         for callback in callbacks:
             callback(row)
 
@@ -65,6 +69,29 @@ def run_loop_job(
         should_stop=stop.is_set if stop is not None else lambda: False,
         fresh=saved_step is None,
     )
+
+
+class DrainWatch:
+    """Says once, in the job's log, when steps start generating nothing (a prompt pool drained
+    by eviction or deferral), and again if that ends; the report warns of it as well."""
+
+    def __init__(self) -> None:
+        self.since: int | None = None
+
+    def notice(self, row: Mapping[str, Any]) -> str | None:
+        step, generated = row.get("step"), row.get("step_rollouts")
+        if not isinstance(step, int) or step < 1 or not isinstance(generated, (int, float)):
+            return None
+        if generated <= 0 and self.since is None:
+            self.since = step
+            return (
+                f"warning: step {step} generated nothing: the prompt pool is drained (every "
+                "prompt evicted or deferred); the job trains nothing until an epoch refills it"
+            )
+        if generated > 0 and self.since is not None:
+            since, self.since = self.since, None
+            return f"step {step} generates again (nothing was generated from step {since})"
+        return None
 
 
 def _resume(loop: TrainLoop, folder: JobFolder) -> int | None:

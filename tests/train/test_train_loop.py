@@ -85,3 +85,17 @@ def test_finished_job_is_not_rerun(tmp_path: Path) -> None:
     before = (job / "metrics.jsonl").read_bytes()
     run_train_job(job)
     assert (job / "metrics.jsonl").read_bytes() == before
+
+
+def test_a_drained_pool_is_said_once_in_the_log():
+    """Issue 28: Pilot-Commit generated nothing from step 143 and the logs said nothing."""
+    from rollcli.train.job import DrainWatch
+
+    watch = DrainWatch()
+    rows = [{"step": 0}] + [{"step": s, "step_rollouts": 64 if s < 3 else 0} for s in range(1, 6)]
+    notices = [watch.notice(row) for row in rows]
+    assert notices[:3] == [None, None, None] and notices[4:] == [None, None]
+    assert notices[3].startswith("warning: step 3 generated nothing: the prompt pool is drained")
+    assert watch.notice({"step": 6, "step_rollouts": 8}) == (
+        "step 6 generates again (nothing was generated from step 3)"
+    )
