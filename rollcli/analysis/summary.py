@@ -53,6 +53,7 @@ MEDIUM_COLUMNS: list[tuple[str, str]] = [
     ("wall_speedup", "Wall-clock"),
     ("final", "Final"),
     ("peak", "Peak"),
+    ("generated", "Generated"),
 ]
 # and for 80 columns
 COMPACT_COLUMNS: list[tuple[str, str]] = [
