@@ -4,7 +4,7 @@ resolves against PyPI for a GPU node without a GPU (the CI check that catches a 
 from __future__ import annotations
 
 import importlib.util
-import json
+import os
 import re
 import subprocess
 import sys
@@ -13,21 +13,21 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from rollcli.backends.verl import gpu_stack
 from rollcli.errors import RollcliError
 
 ROOT = Path(__file__).resolve().parents[3]
 INDEX = "https://pypi.org/simple"
-# a GPU node: CPython 3.12, x86-64, glibc 2.34 (RHEL/Rocky 9; Ubuntu 22.04 has 2.35). vLLM
-# 0.24.0's llguidance>=1.7 has manylinux_2_31 wheels only: on glibc 2.28 (RHEL 8) it builds
-# from source (Rust)
+# a GPU node: CPython 3.12, x86-64, glibc 2.34 (RHEL/Rocky 9; Ubuntu 22.04 has 2.35); uv takes
+# manylinux_2_17 ... manylinux_2_34 wheels for it. vLLM 0.24.0's llguidance>=1.7 has
+# manylinux_2_31 wheels only: on glibc 2.28 (RHEL 8) it builds from source (Rust)
 PYTHON = "3.12"
-PLATFORMS = [f"manylinux_2_{minor}_x86_64" for minor in range(17, 35)] + ["manylinux2014_x86_64"]
-# pure-Python requirements PyPI ships as source only: built to wheels here first, since a
-# resolution for another platform takes wheels only (hydra-core and omegaconf pin antlr 4.9.*;
-# without its wheel pip backtracks to hydra-core 0.11, which rollcli's own pin then refuses)
-SOURCE_ONLY = ("antlr4-python3-runtime==4.9.3",)
+PLATFORM = "x86_64-manylinux_2_34"
+# pure-Python requirements PyPI ships as source only: the one exception to "wheels only" (hydra-core
+# and omegaconf pin antlr 4.9.*; without it uv falls back to hydra-core 1.4.0rc3, pip to 0.11)
+SOURCE_ONLY = ("antlr4-python3-runtime",)
 
 
 def _pyproject() -> dict:
@@ -108,53 +108,88 @@ def _pip(*args: str, timeout: float) -> subprocess.CompletedProcess:
     )
 
 
+def _uv_compile(requirements: Path, output: Path, cache: Path) -> subprocess.CompletedProcess:
+    """``uv pip compile`` for the GPU node, wheels only but for :data:`SOURCE_ONLY`; neither
+    this machine's uv configuration nor its cache decides (``--no-config``, no ``UV_*``
+    variables, an empty cache)."""
+    from uv import find_uv_bin  # the `test` extra installs uv; a missing one fails, not skips
+
+    no_binary = [arg for name in SOURCE_ONLY for arg in ("--no-binary", name)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("UV_", "PIP_"))}
+    return subprocess.run(
+        [
+            find_uv_bin(),
+            "pip",
+            "compile",
+            "--no-config",
+            "--no-python-downloads",
+            "--cache-dir",
+            str(cache),
+            "--index-url",
+            INDEX,
+            # builds the source-only requirements' metadata; the target is --python-version
+            "--python",
+            sys.executable,
+            "--python-version",
+            PYTHON,
+            "--python-platform",
+            PLATFORM,
+            # a specific --no-binary overrides :all: (uv's semantics, unlike pip's)
+            "--only-binary",
+            ":all:",
+            *no_binary,
+            "--no-header",
+            "--no-annotate",
+            "--output-file",
+            str(output),
+            str(requirements),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=480,
+        env=env,
+    )
+
+
+def _pinned(lockfile: str) -> dict[str, str]:
+    """``{name: version}`` of a requirements.txt that ``uv pip compile`` wrote."""
+    resolved = {}
+    for line in lockfile.splitlines():
+        match = re.fullmatch(r"([A-Za-z0-9_.-]+)==(\S+)", line.strip())
+        if match:
+            resolved[match[1].lower().replace("_", "-")] = match[2]
+    return resolved
+
+
+def test_pinned_reads_what_uv_writes():
+    text = "# comment\nhydra-core==1.3.8\nAntlr4_Python3_Runtime==4.9.3\n    # via x\n"
+    assert _pinned(text) == {"hydra-core": "1.3.8", "antlr4-python3-runtime": "4.9.3"}
+
+
 @pytest.mark.network
 @pytest.mark.slow
-@pytest.mark.timeout(1800)
+@pytest.mark.timeout(600)
 def test_gpu_stack_resolves_for_a_gpu_node(tmp_path):
-    """rollcli's requirements + the verl and gpu extras, resolved by pip from PyPI for CPython
-    3.12 on x86-64 Linux, wheels only: the pins hold together. flash-attn is not part of it
-    (PyPI has its source only; it builds on the node): its pinned release is checked to be on
-    the index. 3 to 7 minutes here, network-bound."""
+    """rollcli's requirements + the verl and gpu extras, resolved by ``uv pip compile`` from
+    PyPI for CPython 3.12 on x86-64 Linux (glibc 2.34), wheels only but for antlr (pure Python,
+    source only): the pins hold together. flash-attn is not part of it (PyPI has its source
+    only; it builds on the node): its pinned release is checked to be on the index. About 50 s
+    here from an empty cache, network-bound (pip --dry-run took 5 to 9 minutes)."""
     if not _pypi_answers():
         pytest.skip("pypi.org does not answer: the GPU stack's resolution was not checked")
     project = _pyproject()["project"]
     extras = project["optional-dependencies"]
     requirements = [*project["dependencies"], *extras["verl"], *extras["gpu"]]
-    (tmp_path / "gpu.txt").write_text("\n".join(requirements) + "\n")
-    platforms = [arg for p in PLATFORMS for arg in ("--platform", p)]
-    wheels = tmp_path / "wheels"
-    built = _pip(
-        "wheel", "--no-deps", "--index-url", INDEX, "-w", str(wheels), *SOURCE_ONLY, timeout=600
-    )
-    assert built.returncode == 0, built.stderr[-2000:]
-    result = _pip(
-        "install",
-        "--dry-run",
-        "--ignore-installed",
-        "--quiet",
-        "--report",
-        str(tmp_path / "report.json"),
-        "--index-url",
-        INDEX,
-        "--python-version",
-        PYTHON,
-        *platforms,
-        "--only-binary=:all:",
-        "--find-links",
-        str(wheels),
-        "-r",
-        str(tmp_path / "gpu.txt"),
-        timeout=1500,
-    )
+    (tmp_path / "gpu.in").write_text("\n".join(requirements) + "\n")
+    result = _uv_compile(tmp_path / "gpu.in", tmp_path / "gpu.txt", tmp_path / "uv-cache")
     assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads((tmp_path / "report.json").read_text())
-    resolved = {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in report["install"]}
+    resolved = _pinned((tmp_path / "gpu.txt").read_text())
     for name, version in gpu_stack.WHEEL_PINS.items():
         assert resolved[name] == version, (name, resolved.get(name))
     assert resolved["verl"] == "0.9.1"
-    major, minor = (int(x) for x in resolved["hydra-core"].split(".")[:2])
-    assert (major, minor) >= (1, 3)  # no backtracking to an ancient hydra-core
+    hydra = Version(resolved["hydra-core"])
+    # neither pip's backtracking to an ancient hydra-core nor uv's fallback to a pre-release
+    assert hydra >= Version("1.3.2") and not hydra.is_prerelease, hydra
     name, version = gpu_stack.FLASH_ATTN_PIN
     listed = _pip("index", "versions", name, "--index-url", INDEX, timeout=120)
     assert listed.returncode == 0, listed.stderr[-2000:]
