@@ -48,13 +48,15 @@ GRID: dict[str, list[Any]] = {
 }
 
 
-def run_uniform(backend: dict[str, Any], seed: int, steps: int = STEPS) -> dict[str, float]:
+def run_uniform(
+    backend: dict[str, Any], seed: int, steps: int = STEPS, budget: int = BUDGET
+) -> dict[str, float]:
     """One uniform run; its calibration numbers (module docstring)."""
     config = {
         "job": {"id": f"cal-{seed}", "type": "train", "allocator": "uniform", "seed": seed},
         "backend": {"kind": "sim", **backend},
         "allocator": {"kind": "uniform", "n": 8},
-        "budget": {"steps": steps, "rollouts_per_step": BUDGET},
+        "budget": {"steps": steps, "rollouts_per_step": budget},
         "eval": {"every": steps},
     }
     loop = create_job_loop(config)
@@ -91,21 +93,30 @@ def run_uniform(backend: dict[str, Any], seed: int, steps: int = STEPS) -> dict[
         "pool": rows[-1]["eval/pool_accuracy"],
         "zv_start": float(zero_var[:5].mean()),
         "zv_end": float(zero_var[-10:].mean()),
-        "persist": float(np.mean(persist)),
-        "revive": float(np.mean(revive)),
+        # nan when the run never sees a prompt twice (a pool larger than the run)
+        "persist": float(np.mean(persist)) if persist else float("nan"),
+        "revive": float(np.mean(revive)) if revive else float("nan"),
         "ns_start": float(np.nanmean(scale[:5])),
         "ns_end": float(np.nanmean(scale[-10:])),
     }
 
 
-def _number(text: str) -> float | int:
-    return float(text) if any(c in text for c in ".e") else int(text)
+def _number(text: str) -> float | int | str:
+    """A knob value: int, float, or a word (``difficulty_dist=beta``)."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--grid", nargs="*", metavar="KNOB=V1,V2", help="run a grid of settings")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--steps", type=int, default=STEPS, help="rollout steps per run")
+    parser.add_argument("--budget", type=int, default=BUDGET, help="rollouts per step")
     parser.add_argument("--set", nargs="*", default=[], metavar="KNOB=VALUE",
                         help="sim knobs for every run (e.g. score_noise=10)")  # fmt: skip
     args = parser.parse_args(argv)
@@ -121,13 +132,14 @@ def main(argv: list[str] | None = None) -> None:
         ]
     columns = ["acc0", "acc", "pool", "zv_start", "zv_end", "persist", "revive", "ns_start",
                "ns_end"]  # fmt: skip
-    table = Table(title=f"uniform only, {BUDGET} rollouts/step, {STEPS} steps, seeds {args.seeds}, "
+    table = Table(title=f"uniform only, {args.budget} rollouts/step, {args.steps} steps, "
+                  f"seeds {args.seeds}, "
                   f"fixed {fixed or 'defaults'}", title_justify="left")  # fmt: skip
     for name in [*(grid if args.grid is not None else []), *columns]:
         table.add_column(name)
     started = time.process_time()
     for knobs in settings:
-        runs = [run_uniform({**fixed, **knobs}, seed) for seed in args.seeds]
+        runs = [run_uniform({**fixed, **knobs}, s, args.steps, args.budget) for s in args.seeds]
         means = {c: float(np.mean([r[c] for r in runs])) for c in columns}
         table.add_row(*[str(knobs[k]) for k in knobs], *[f"{means[c]:.3f}" for c in columns])
     Console(width=200).print(table)

@@ -3,7 +3,8 @@
 Each point is analysed exactly like a single experiment (``rollcli.analysis.analyze_run`` on the
 point's own jobs: its baseline, its target), so a sweep's numbers mean what `rollcli report`'s
 mean (``rollcli.jobs.report.write_sweep_report`` runs it). Outputs under ``<run>/report/``: ``ablation.{md,csv,json}``, a speedup-vs-axis plot per
-swept axis (PDF and PNG), and a heatmap when the sweep has two grid axes.
+swept axis (PDF and PNG), a heatmap when the sweep has two grid axes, and for a suite (a sweep with
+``scenarios``) ``robustness.md`` and ``report.json`` (:mod:`rollcli.analysis.robustness`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,15 @@ from typing import Any
 from rollcli.store.atomic import atomic_write_json, atomic_write_text, read_json
 from rollcli.store.folders import RunFolder
 
-__all__ = ["PointResult", "Ablation", "analyze_sweep", "write_ablation", "ablation_table"]
+__all__ = [
+    "PointResult",
+    "Ablation",
+    "analyze_sweep",
+    "write_ablation",
+    "write_robustness",
+    "suite_report_json",
+    "ablation_table",
+]
 
 
 @dataclass
@@ -50,6 +59,13 @@ class Ablation:
     focus: list[str]
     results: list[PointResult]
     warnings: list[str] = field(default_factory=list)
+    baseline: str = ""  # the first point's baseline allocator
+    scenarios: list[str] = field(default_factory=list)  # a suite's scenarios (docs/suite.md)
+    holdout: list[str] = field(default_factory=list)  # those of them held out
+
+    @property
+    def is_suite(self) -> bool:
+        return bool(self.scenarios)
 
     def best(self, top: int = 5) -> list[PointResult]:
         exact_first = sorted(self.results, key=lambda r: (r.speedup.kind != "exact", -r.sort_key()))
@@ -77,11 +93,13 @@ def analyze_sweep(run_dir: str | Path, *, num_resamples: int = 500) -> Ablation:
     by_id = {job.job_id: job for job in full.jobs}
     results: list[PointResult] = []
     warnings: dict[str, list[int]] = {}
+    baselines: list[str] = []
     for point in sweep["points"]:
         names = list(point["jobs"])
         jobs = [by_id[i] for ids in point["jobs"].values() for i in ids if i in by_id]
         target = TargetSpec.from_mapping(point["target"], names, full.kinds)
         names = [target.baseline] + [n for n in names if n != target.baseline]
+        baselines.append(target.baseline)
         run = RunData(
             run_dir=full.run_dir,
             experiment=full.experiment,
@@ -126,7 +144,15 @@ def analyze_sweep(run_dir: str | Path, *, num_resamples: int = 500) -> Ablation:
         for text, where in warnings.items()
     ]
     return Ablation(
-        sweep["name"], list(sweep["axes"]), grid_axes, list(sweep["focus"]), results, notes
+        sweep["name"],
+        list(sweep["axes"]),
+        grid_axes,
+        list(sweep["focus"]),
+        results,
+        notes,
+        baseline=baselines[0] if baselines else "",
+        scenarios=list(sweep.get("scenarios", [])),
+        holdout=list(sweep.get("holdout", [])),
     )
 
 
@@ -317,13 +343,39 @@ def _json(ablation: Ablation) -> dict[str, Any]:
     }
 
 
+def suite_report_json(ablation: Ablation) -> dict[str, Any]:
+    """A suite's ``report.json``: the robustness table and the per-point ablation."""
+    from rollcli.analysis.robustness import robustness, robustness_json
+
+    return {
+        "kind": "suite",
+        "name": ablation.name,
+        "robustness": robustness_json(robustness(ablation)),
+        "ablation": _json(ablation),
+    }
+
+
+def write_robustness(ablation: Ablation, out_dir: str | Path) -> list[Path]:
+    """A suite's robustness table: ``robustness.md`` and ``report.json`` under ``out_dir``."""
+    from rollcli.analysis.robustness import robustness, robustness_markdown
+
+    out_dir = Path(out_dir)
+    files = [out_dir / "robustness.md", out_dir / "report.json"]
+    atomic_write_text(files[0], robustness_markdown(robustness(ablation)))
+    atomic_write_json(files[1], suite_report_json(ablation))
+    return files
+
+
 def write_ablation(ablation: Ablation, out_dir: str | Path, *, plots: bool = True) -> list[Path]:
-    """Write ablation.{md,csv,json} and the plots; returns the paths written."""
+    """Write ablation.{md,csv,json}, a suite's robustness.md and report.json, and the plots;
+    returns the paths written."""
     out_dir = Path(out_dir)
     files = [out_dir / "ablation.md", out_dir / "ablation.csv", out_dir / "ablation.json"]
     atomic_write_text(files[0], _markdown(ablation))
     atomic_write_text(files[1], _csv(ablation))
     atomic_write_json(files[2], _json(ablation))
+    if ablation.is_suite:
+        files += write_robustness(ablation, out_dir)
     if plots and ablation.results:
         from rollcli.analysis.ablation_plots import write_ablation_plots
 

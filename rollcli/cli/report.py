@@ -38,6 +38,46 @@ def _out_dir(
     return folder
 
 
+def _suite_report(run_dir: Path, *, out: Path | None, as_json: bool, plots: bool) -> bool:
+    """``rollcli report`` of a suite's run folder (a sweep with scenarios): its ablation files,
+    ``robustness.md`` and ``report.json``, and the robustness tables. False for another sweep."""
+    import json
+
+    from rich.console import Console
+
+    from rollcli.analysis.ablation import (
+        analyze_sweep,
+        load_sweep_manifest,
+        suite_report_json,
+        write_ablation,
+    )
+    from rollcli.analysis.robustness import robustness, robustness_table
+    from rollcli.errors import RollcliError
+    from rollcli.store.folders import RunFolder
+
+    if not load_sweep_manifest(run_dir).get("scenarios"):
+        return False
+    if out is not None and str(out) == "-":
+        raise RollcliError(
+            f"{run_dir} is a suite: its report is several files; use --json for report.json "
+            "on stdout, or --out DIR"
+        )
+    ablation = analyze_sweep(run_dir)
+    files = write_ablation(ablation, out or RunFolder(run_dir).report, plots=plots)
+    if as_json:
+        typer.echo(json.dumps(suite_report_json(ablation)))
+        return True
+    console = Console()
+    rob = robustness(ablation)
+    console.print(robustness_table(rob))
+    if rob.holdout:
+        console.print(robustness_table(rob, held=True))
+    for warning in ablation.warnings[:5]:
+        console.print(f"[yellow]warning: {warning}[/yellow]")
+    console.print(f"wrote {len(files)} files under {files[0].parent}", highlight=False)
+    return True
+
+
 def report(
     run_dirs: Annotated[
         list[Path],
@@ -98,7 +138,9 @@ def report(
 
     Per allocator: rollouts (tokens, seconds) to reach the target, and the speedup against the
     baseline, with a bootstrap interval over seeds (5 seeds or more) or each seed's own speedup.
-    Several run folders are compared in one table (seeds of the same number paired).
+    Several run folders are compared in one table (seeds of the same number paired). A suite's
+    run folder (`rollcli sweep` of a file with scenarios) gets its robustness table: speedup per
+    scenario, wins/ties/losses and the geometric mean, the hold-out scenarios apart.
 
     Files and plots go to RUN/report/; docs/report.md defines every number.
 
@@ -113,6 +155,8 @@ def report(
       rollcli report runs/quickstart --out - --format md
 
       rollcli report runs/pc-vs-grpo --wandb
+
+      rollcli report runs/suite-sim
     """
     import json
 
@@ -132,6 +176,10 @@ def report(
     from rollcli.store.folders import RunFolder
     from rollcli.text import plural
 
+    if len(run_dirs) == 1 and RunFolder(run_dirs[0]).is_sweep:
+        suite = _suite_report(run_dirs[0], out=out, as_json=as_json, plots=plots)
+        if suite:
+            return
     for run_dir in run_dirs:
         run = RunFolder(run_dir)
         if run.is_sweep:

@@ -37,7 +37,7 @@ def _print_points(sweep_plan: Any, out: Any, limit: int = 50) -> None:
         table.add_column(key.rsplit(".", 1)[-1], justify="right")
     table.add_column("jobs", justify="right")
     for point in sweep_plan.points[:limit]:
-        values = dict(point.values)
+        values = point.labels
         num_jobs = sum(len(ids) for ids in point.jobs.values())
         table.add_row(str(point.index), *(str(values.get(k, "")) for k in keys), str(num_jobs))
     out.print(table)
@@ -150,7 +150,15 @@ def register(app: typer.Typer) -> None:
         from rollcli.jobs.report import write_sweep_report
 
         ablation, files = write_sweep_report(run_dir, plots=plots)
-        out.print(ablation_table(ablation, best_only=True, max_width=out.width))
+        if ablation.is_suite:
+            from rollcli.analysis.robustness import robustness, robustness_table
+
+            rob = robustness(ablation)
+            out.print(robustness_table(rob))
+            if rob.holdout:
+                out.print(robustness_table(rob, held=True))
+        else:
+            out.print(ablation_table(ablation, best_only=True, max_width=out.width))
         for warning in ablation.warnings[:5]:
             out.print(f"[yellow]warning: {warning}[/yellow]")
         out.print(

@@ -9,7 +9,14 @@ zip: {allocators.pc.n_pilot: "2,4,8", allocators.pc.n_commit: "14,12,8"}
 sample: {method: sobol, count: 16, seed: 0, params: {allocators.vigor.alpha: "interval(0.25,1)"}}
 seeds: "range(0,5)"                          # the seeds every point runs (an axis of repeats)
 focus: [pc]                                  # allocators the ablation is about (default: all but the baseline)
+scenarios:                                   # a suite: named override sets, each crossed with the axes
+  default: []
+  fresh-pool: [backend.num_train_prompts=131072]
+holdout: [fresh-pool]                        # scenarios reported apart (kept out of every tuning decision)
 ```
+
+A sweep with ``scenarios`` is a *suite*: ``rollcli report`` of its run folder prints a robustness
+table over the scenarios (:mod:`rollcli.analysis.robustness`).
 
 Overrides with several values on the command line are axes too: ``rollcli sweep FILE
 key=a,b`` adds a grid axis, and ``rollcli sweep SPEC key=a,b [...]`` sweeps an experiment spec
@@ -27,9 +34,32 @@ from typing import Any
 from rollcli.errors import SpecError, closest, suggest
 from rollcli.sweep.axes import Axis, SampleAxes, SweepAxes, expand_points, format_value, parse_axis
 
-__all__ = ["SweepFile", "load_sweep_file", "split_sweep_overrides"]
+__all__ = ["Scenario", "SweepFile", "load_sweep_file", "split_sweep_overrides"]
 
-KEYS = ("name", "base", "overrides", "grid", "zip", "sample", "seeds", "focus", "description")
+SCENARIO_KEY = "scenario"  # the pseudo-axis a suite's points carry their scenario's name under
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One scenario of a suite: a name, the overrides that make it, and whether it is held out."""
+
+    name: str
+    overrides: tuple[str, ...]
+    holdout: bool = False
+
+KEYS = (
+    "name",
+    "base",
+    "overrides",
+    "grid",
+    "zip",
+    "sample",
+    "seeds",
+    "focus",
+    "description",
+    "scenarios",
+    "holdout",
+)
 SAMPLE_KEYS = ("method", "count", "seed", "params")
 
 
@@ -45,11 +75,13 @@ class SweepFile:
     seeds: tuple[int, ...] | None
     focus: tuple[str, ...] | None
     command_line: tuple[str, ...] = ()  # the command line's plain overrides: they win over the file
+    scenarios: tuple[Scenario, ...] = ()  # a suite's scenarios (empty: a plain sweep)
 
     @property
     def swept_keys(self) -> list[str]:
         sample = self.axes.sample.axes if self.axes.sample else ()
-        return [a.key for a in (*self.axes.grid, *self.axes.zip, *sample)]
+        head = [SCENARIO_KEY] if self.scenarios else []
+        return [*head, *(a.key for a in (*self.axes.grid, *self.axes.zip, *sample))]
 
     def common_overrides(self) -> tuple[str, ...]:
         """Overrides every point shares: the file's, its seeds, then the command line's (which
@@ -85,6 +117,59 @@ def _axes(
         except ValueError as error:
             raise _error(marks.find(where), f"{field}.{key}", str(error)) from None
     return tuple(axes)
+
+
+def _scenarios(data: dict[str, Any], marks: Any) -> tuple[Scenario, ...]:
+    import re
+
+    from rollcli.spec.models import NAME_MAX, NAME_PATTERN
+
+    section = data.get("scenarios")
+    holdout = data.get("holdout")
+    if section is None:
+        if holdout is not None:
+            raise _error(marks.find(("holdout",)), "holdout", "needs scenarios: to hold some out")
+        return ()
+    if not isinstance(section, dict) or not section:
+        raise _error(
+            marks.find(("scenarios",)),
+            "scenarios",
+            f"expected a mapping of name: [key=value, ...], found {section!r}",
+        )
+    scenarios = []
+    for name, overrides in section.items():
+        where = marks.find(("scenarios", name), key=True)
+        if not isinstance(name, str) or not re.match(NAME_PATTERN, name) or len(name) > NAME_MAX:
+            raise _error(
+                where,
+                f"scenarios.{name}",
+                "a scenario name uses letters, digits, '_' and '-' (at most 100 characters)",
+            )
+        overrides = overrides or []
+        if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
+            raise _error(
+                marks.find(("scenarios", name)),
+                f"scenarios.{name}",
+                f"expected a list of key=value strings, found {overrides!r}",
+            )
+        scenarios.append((name, tuple(overrides)))
+    names = [name for name, _ in scenarios]
+    held = holdout or []
+    if not isinstance(held, list) or not all(isinstance(h, str) for h in held):
+        raise _error(marks.find(("holdout",)), "holdout", "expected a list of scenario names")
+    for name in held:
+        if name not in names:
+            hint = suggest(name, names, sentence=True)
+            raise _error(
+                marks.find(("holdout",)),
+                "holdout",
+                f"'{name}' is not a scenario.{hint} Scenarios: {', '.join(names)}.",
+            )
+    if held and len(set(held)) == len(names):
+        raise _error(
+            marks.find(("holdout",)), "holdout", "holds out every scenario: keep some to tune on"
+        )
+    return tuple(Scenario(name, overrides, name in held) for name, overrides in scenarios)
 
 
 def _resolve_base(base: Any, path: Path, marks: Any) -> Path:
@@ -240,6 +325,9 @@ def load_sweep_file(path: str | Path, extra_overrides: Sequence[str] = ()) -> Sw
         not isinstance(focus, list) or not all(isinstance(f, str) for f in focus)
     ):
         raise _error(marks.find(("focus",)), "focus", "expected a list of allocator names")
+    scenarios = _scenarios(data, marks)
+    if scenarios and any(a.key == SCENARIO_KEY for a in (*grid, *zipped)):
+        raise SpecError(f"{path}: '{SCENARIO_KEY}' names the suite's scenarios, not an axis")
     axes = SweepAxes(grid, zipped, sample)
     try:
         expand_points(axes)
@@ -254,4 +342,5 @@ def load_sweep_file(path: str | Path, extra_overrides: Sequence[str] = ()) -> Sw
         seeds=seeds,
         focus=tuple(focus) if focus else None,
         command_line=tuple(extra),
+        scenarios=scenarios,
     )

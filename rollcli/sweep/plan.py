@@ -14,7 +14,7 @@ from typing import Any
 
 from rollcli.errors import SpecError
 from rollcli.sweep.axes import to_overrides
-from rollcli.sweep.file import SweepFile
+from rollcli.sweep.file import SCENARIO_KEY, Scenario, SweepFile
 
 __all__ = ["SweepPoint", "SweepPlan", "plan_sweep"]
 
@@ -27,16 +27,28 @@ class SweepPoint:
     values: tuple[tuple[str, Any], ...]
     spec: Any
     jobs: dict[str, tuple[str, ...]]
+    scenario: Scenario | None = None  # a suite's point: the scenario it runs in
 
     @property
     def overrides(self) -> tuple[str, ...]:
-        return to_overrides(self.values)
+        head = self.scenario.overrides if self.scenario else ()
+        return (*head, *to_overrides(self.values))
+
+    @property
+    def labels(self) -> dict[str, Any]:
+        """The point's axis values by key, its scenario's name under ``scenario`` first."""
+        head = {SCENARIO_KEY: self.scenario.name} if self.scenario else {}
+        return {**head, **dict(self.values)}
 
     def to_manifest(self) -> dict[str, Any]:
         target = self.spec.to_dict()["target"]
+        extra = {}
+        if self.scenario is not None:
+            extra = {"scenario": self.scenario.name, "holdout": self.scenario.holdout}
         return {
             "index": self.index,
-            "values": {key: value for key, value in self.values},
+            "values": self.labels,
+            **extra,
             "overrides": list(self.overrides),
             "target": target,
             "jobs": {name: list(ids) for name, ids in self.jobs.items()},
@@ -78,6 +90,8 @@ class SweepPlan:
             "axes": self.sweep.swept_keys,
             "grid_axes": [axis.key for axis in self.sweep.axes.grid],
             "focus": self.focus(),
+            "scenarios": [s.name for s in self.sweep.scenarios],
+            "holdout": [s.name for s in self.sweep.scenarios if s.holdout],
             "points": [p.to_manifest() for p in self.points],
             "num_jobs": len(self.plan),
             "num_point_jobs": self.num_point_jobs,
@@ -120,12 +134,16 @@ def plan_sweep(sweep: SweepFile) -> SweepPlan:
         raise SpecError(f"{sweep.path}: base spec with the common overrides: {error}") from None
     points: list[SweepPoint] = []
     jobs: dict[str, Any] = {}
-    for index, values in enumerate(sweep.points()):
+    scenarios: tuple[Scenario | None, ...] = sweep.scenarios or (None,)
+    cells = [(sc, values) for sc in scenarios for values in sweep.points()]
+    for index, (scenario, values) in enumerate(cells):
+        point = SweepPoint(index, values, None, {}, scenario)
         try:
-            spec = loader.load(to_overrides(values))
+            spec = loader.load(point.overrides)
         except SpecError as error:
-            where = ", ".join(to_overrides(values)) or "(no axis values)"
-            raise SpecError(f"{sweep.path}: point {index} [{where}]: {error}") from None
+            where = ", ".join(point.overrides) or "(no axis values)"
+            named = f" (scenario {scenario.name})" if scenario else ""
+            raise SpecError(f"{sweep.path}: point {index}{named} [{where}]: {error}") from None
         by_allocator: dict[str, list[str]] = {}
         for job in build_plan(spec):
             if job.type == "report":
@@ -134,7 +152,9 @@ def plan_sweep(sweep: SweepFile) -> SweepPlan:
             if job.type == "train":
                 by_allocator.setdefault(job.allocator, []).append(job.id)
         points.append(
-            SweepPoint(index, values, spec, {k: tuple(v) for k, v in by_allocator.items()})
+            SweepPoint(
+                index, values, spec, {k: tuple(v) for k, v in by_allocator.items()}, scenario
+            )
         )
     if not points:
         raise SpecError(f"{sweep.path}: the sweep has no points")
