@@ -182,9 +182,7 @@ def robustness(ablation: Any, *, confidence: float = 0.95) -> Robustness:
         confidence,
     )
     for name in ablation.focus:
-        by_scenario = {
-            r.values[SCENARIO_KEY]: r for r in ablation.results if r.allocator == name
-        }
+        by_scenario = {r.values[SCENARIO_KEY]: r for r in ablation.results if r.allocator == name}
         results = [
             ScenarioResult(
                 scenario,
@@ -270,6 +268,7 @@ def robustness_table(rob: Robustness, *, held: bool = False) -> Any:
 def robustness_markdown(rob: Robustness) -> str:
     """The robustness tables as markdown (the suite, then the hold-out)."""
     from rollcli.analysis.report import markdown_table
+    from rollcli.text import plural
 
     parts = [
         f"# Robustness: {rob.name}",
@@ -280,14 +279,14 @@ def robustness_markdown(rob: Robustness) -> str:
         "never reached). Geometric mean over the group's scenarios, its interval combined from "
         "theirs on the log scale; worst: the lowest speedup (docs/suite.md).",
         "",
-        f"## Suite ({len(rob.scenarios)} scenarios)",
+        f"## Suite ({plural(len(rob.scenarios), 'scenario')})",
         "",
         markdown_table(_headers(rob.scenarios), _rows(rob, rob.scenarios, False, " ")),
         "",
     ]
     if rob.holdout:
         parts += [
-            f"## Hold-out ({len(rob.holdout)} scenarios, kept out of every design decision)",
+            f"## Hold-out ({plural(len(rob.holdout), 'scenario')}, kept out of every design decision)",
             "",
             markdown_table(_headers(rob.holdout), _rows(rob, rob.holdout, True, " ")),
             "",

@@ -47,6 +47,7 @@ class Scenario:
     overrides: tuple[str, ...]
     holdout: bool = False
 
+
 KEYS = (
     "name",
     "base",

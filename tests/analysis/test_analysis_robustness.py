@@ -159,7 +159,7 @@ def test_cli_report_of_a_suite_prints_and_writes_the_robustness_table(suite_run:
     assert fast["scenarios"]["gamma"]["holdout"] is True
     assert fast["scenarios"]["beta"]["outcome"] == "win"
     md = (suite_run / "report" / "robustness.md").read_text()
-    assert "## Hold-out (1 scenarios" in md and "| fast |" in md
+    assert "## Hold-out (1 scenario," in md and "| fast |" in md
     as_json = cli(["report", str(suite_run), "--no-plots", "--json"])
     assert as_json.exit_code == 0
     assert json.loads(as_json.output)["robustness"]["holdout"] == ["gamma"]

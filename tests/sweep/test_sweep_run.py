@@ -54,6 +54,60 @@ def test_plan_shares_the_baseline_between_points(sweep_dir: Path):
     assert plan.focus() == ["pc"]
 
 
+SUITE = """\
+name: mini-suite
+base: base.yaml
+overrides: ["~allocators.pc.p_lower"]
+scenarios:
+  easy: [backend.difficulty_mean=0.0]
+  hard: [backend.difficulty_mean=2.0, backend.score_noise=20]
+  wide: [backend.num_train_prompts=1024]
+holdout: [wide]
+seeds: "range(0,2)"
+"""
+
+
+def test_a_suite_runs_every_point_in_every_scenario(sweep_dir: Path):
+    (sweep_dir / "suite.yaml").write_text(
+        SUITE.replace('overrides: ["~allocators.pc.p_lower"]\n', "")
+    )
+    plan = plan_sweep(load_sweep_file(sweep_dir / "suite.yaml"))
+    assert [p.scenario.name for p in plan.points] == ["easy", "hard", "wide"]
+    assert [p.labels for p in plan.points] == [{"scenario": s} for s in ("easy", "hard", "wide")]
+    hard = plan.points[1]
+    assert hard.overrides == ("backend.difficulty_mean=2.0", "backend.score_noise=20")
+    assert (hard.spec.backend.difficulty_mean, hard.spec.backend.score_noise) == (2.0, 20.0)
+    # every scenario changes the backend: nothing is shared, 3 x 2 allocators x 2 seeds
+    assert len(plan.plan) == 12 and plan.focus() == ["pc"]
+    manifest = plan.to_manifest()
+    assert manifest["axes"] == ["scenario"]
+    assert (manifest["scenarios"], manifest["holdout"]) == (["easy", "hard", "wide"], ["wide"])
+    assert [(p["scenario"], p["holdout"]) for p in manifest["points"]] == [
+        ("easy", False),
+        ("hard", False),
+        ("wide", True),
+    ]
+    # crossed with an axis: scenarios x points
+    (sweep_dir / "grid.yaml").write_text(
+        SUITE.replace(
+            'overrides: ["~allocators.pc.p_lower"]', "grid: {allocators.pc.p_upper: '0.5,0.75'}"
+        )
+    )
+    crossed = plan_sweep(load_sweep_file(sweep_dir / "grid.yaml"))
+    assert len(crossed.points) == 6
+    assert crossed.points[3].labels == {"scenario": "hard", "allocators.pc.p_upper": 0.75}
+
+
+def test_a_scenario_that_fails_validation_is_named(sweep_dir: Path):
+    (sweep_dir / "suite.yaml").write_text(
+        SUITE.replace('overrides: ["~allocators.pc.p_lower"]\n', "").replace(
+            "score_noise=20", "score_noise=-1"
+        )
+    )
+    with pytest.raises(SpecError, match=r"point 1 \(scenario hard\) .*score_noise=-1"):
+        plan_sweep(load_sweep_file(sweep_dir / "suite.yaml"))
+
+
 def test_point_that_fails_validation_is_named(sweep_dir: Path):
     (sweep_dir / "bad.yaml").write_text(SWEEP.replace('"0.5,0.75"', '"0.5,0.05"'))
     with pytest.raises(SpecError, match=r"point 3 .*p_upper=0.05"):
@@ -73,6 +127,15 @@ def test_point_that_fails_validation_is_named(sweep_dir: Path):
         ("base: base.yaml\ngrid: {a: 'interval(0,1)'}\n", "grid.a: .*continuous"),
         ("base: base.yaml\nseeds: [-1]\n", "seeds: expected non-negative"),
         ("base: base.yaml\nzip: {a: '1,2', b: '1'}\n", "equal lengths"),
+        ("base: base.yaml\nholdout: [a]\n", "holdout: needs scenarios"),
+        ("base: base.yaml\nscenarios: [a, b]\n", "scenarios: expected a mapping"),
+        ("base: base.yaml\nscenarios: {a b: []}\n", r"sweep.yaml:2:13: scenarios.a b: a scenario"),
+        ("base: base.yaml\nscenarios: {a: 3}\n", "scenarios.a: expected a list"),
+        (
+            "base: base.yaml\nscenarios: {easy: [], hard: []}\nholdout: [hadr]\n",
+            "holdout: 'hadr' is not a scenario. Did you mean 'hard'",
+        ),
+        ("base: base.yaml\nscenarios: {a: []}\nholdout: [a]\n", "holds out every scenario"),
     ],
 )
 def test_bad_sweep_files(sweep_dir: Path, text: str, message: str):
