@@ -181,8 +181,15 @@ def robustness(ablation: Any, *, confidence: float = 0.95) -> Robustness:
         [s for s in scenarios if s in holdout],
         confidence,
     )
-    for name in ablation.focus:
-        by_scenario = {r.values[SCENARIO_KEY]: r for r in ablation.results if r.allocator == name}
+    # a suite crossed with axes: one row per allocator and combination of the other axes' values
+    rows: dict[str, dict[str, Any]] = {}
+    for r in ablation.results:
+        others = ", ".join(
+            f"{k.rsplit('.', 1)[-1]}={v}" for k, v in r.values.items() if k != SCENARIO_KEY
+        )
+        label = f"{r.allocator} ({others})" if others else r.allocator
+        rows.setdefault(label, {})[r.values[SCENARIO_KEY]] = r
+    for name, by_scenario in rows.items():
         results = [
             ScenarioResult(
                 scenario,

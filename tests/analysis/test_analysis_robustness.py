@@ -171,3 +171,21 @@ def test_cli_report_still_refuses_a_plain_sweep(suite_run: Path, cli):
     atomic_write_json(suite_run / "sweep.json", sweep)
     result = cli(["report", str(suite_run)])
     assert result.exit_code != 0 and "sweep run folder" in result.output
+
+
+def test_a_suite_crossed_with_an_axis_has_a_row_per_allocator_and_axis_value():
+    from rollcli.analysis.ablation import Ablation, PointResult
+
+    def point(index: int, scenario: str, upper: float, speedup: float) -> PointResult:
+        values = {"scenario": scenario, "allocators.pc.p_upper": upper}
+        ci = (speedup * 0.9, speedup * 1.1)
+        return PointResult(index, values, "pc", Bounded(speedup), ci, None, 0.5, 0.5, 1.0, 5)
+
+    results = [point(0, "a", 0.5, 2.0), point(1, "a", 0.75, 0.5),
+               point(2, "b", 0.5, 8.0), point(3, "b", 0.75, 0.5)]  # fmt: skip
+    ablation = Ablation("s", ["scenario", "allocators.pc.p_upper"], [], ["pc"], results,
+                        baseline="grpo", scenarios=["a", "b"])  # fmt: skip
+    rob = robustness(ablation)
+    assert [e.allocator for e in rob.allocators] == ["pc (p_upper=0.5)", "pc (p_upper=0.75)"]
+    assert rob.allocators[0].suite.geomean.value == pytest.approx(4.0)
+    assert rob.allocators[1].suite.record() == "0/0/2"
