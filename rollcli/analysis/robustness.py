@@ -265,8 +265,12 @@ def robustness_table(rob: Robustness, *, held: bool = False) -> Any:
         f"{rob.confidence:.0%} intervals; W/T/L against {rob.baseline} (tie: the interval holds 1)",
         title_justify="left",
     )
+    widest = max((len(e.allocator) for e in rob.allocators), default=9)
     for header in _headers(scenarios):
-        table.add_column(header, justify="left" if header == "allocator" else "right")
+        if header == "allocator":  # names stay whole; a narrow terminal folds the numbers
+            table.add_column(header, justify="left", no_wrap=True, min_width=widest)
+        else:
+            table.add_column(header, justify="right", overflow="fold")
     for row in _rows(rob, scenarios, held, "\n"):
         table.add_row(*row)
     return table
