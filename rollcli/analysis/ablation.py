@@ -172,7 +172,7 @@ def _ci(result: PointResult) -> str:
 
 
 # the columns that stay in a terminal too narrow for every one (80 columns)
-_NARROW = ("point", "allocator", "speedup", "CI / per seed", "final acc")
+_NARROW = ("point", "allocator", "speedup", "CI / per seed", "final acc", "reached")
 
 
 def _rows(

@@ -56,7 +56,9 @@ def test_ablation_table_keeps_numbers_whole_on_80_columns():
     with console.capture() as capture:
         console.print(ablation_table(ablation, max_width=80))
     text = capture.get()
-    for whole in ("[0.63, 12.30]", "0.382", "0.875", "0.65", "0.69", "50%"):
+    # the narrow layout keeps the axes, speedup, its spread, accuracy and seeds reached whole;
+    # the token and wall-clock speedups are in the wide layout and the report files
+    for whole in ("[0.63, 12.30]", "0.382", "0.875", "0.65", "50%"):
         assert whole in text, text
     assert "…" not in text.split("┡", 1)[1], text  # no cell of the body is cut
     assert max(len(line) for line in text.splitlines()) <= 80
