@@ -17,13 +17,14 @@ import numpy as np
 
 from rollcli.analysis.curves import Bounded, first_crossing, smooth
 from rollcli.analysis.health import baseline_missed_target, drained_pools
-from rollcli.analysis.load import AXES, JobMetrics, RunData, load_run
+from rollcli.analysis.load import AXES, JobMetrics, RunData, Unit, load_run, unit_label
 from rollcli.analysis.stats import (
     DEFAULT_RESAMPLES,
     SeedCurves,
     bootstrap_speedups,
     censored_median,
     crossings,
+    is_balanced,
     ratio,
 )
 
@@ -35,12 +36,17 @@ __all__ = [
     "compute_target",
     "seed_curves",
     "MIN_INTERVAL_SEEDS",
+    "MIN_INTERVAL_BASE_MODELS",
+    "base_models",
 ]
 
 # Below this many seeds a side the report gives each seed's own speedup instead of an interval:
 # measured coverage of a nominal 95 % interval is ~0.52 at 2 seeds, ~0.75 at 3, 0.88-0.93 at 5
 # (tests/analysis/test_analysis_stats.py, docs/report.md "Few seeds").
 MIN_INTERVAL_SEEDS = 5
+# and, when the run varies the base model, below this many base models (the top level of the
+# two-level bootstrap: two draws of it say little about the spread between base models)
+MIN_INTERVAL_BASE_MODELS = 3
 
 
 @dataclass
@@ -49,16 +55,19 @@ class AxisResult:
 
     axis: str
     mean_curve: Bounded  # where the seed-mean curve crosses the target: the headline number
-    per_seed: dict[int, Bounded]  # each seed's own crossing
+    per_seed: dict[Unit, Bounded]  # each seed's own crossing
     median: Bounded  # median of per_seed (descriptive)
     speedup: Bounded  # baseline's mean_curve / this allocator's
     ci: tuple[float, float] | None
     reached: float  # fraction of seeds whose own curve reached the target (NaN without seeds)
     # each seed's own speedup (against the baseline's same seed when it ran it: paired), shown
     # instead of an interval when either side has fewer than MIN_INTERVAL_SEEDS seeds
-    seed_speedups: dict[int, Bounded] = field(default_factory=dict)
-    paired: dict[int, bool] = field(default_factory=dict)
+    seed_speedups: dict[Unit, Bounded] = field(default_factory=dict)
+    paired: dict[Unit, bool] = field(default_factory=dict)
     few_seeds: bool = False
+    # when the run varies the base model: where the mean curve of each base model's seeds
+    # crosses the target (the spread between base models, beside the seeds' own)
+    per_base_model: dict[int, Bounded] = field(default_factory=dict)
 
 
 @dataclass
@@ -66,10 +75,10 @@ class AllocatorResult:
     name: str
     kind: str
     is_baseline: bool
-    seeds: list[int]
+    seeds: list[Unit]  # seeds, or (base_seed, seed) when the run varies the base model
     axes: dict[str, AxisResult]
-    final_per_seed: dict[int, float]
-    peak_per_seed: dict[int, float]
+    final_per_seed: dict[Unit, float]
+    peak_per_seed: dict[Unit, float]
     reward_var: float
     zero_var_frac: float
     step_time_s: float
@@ -99,6 +108,11 @@ class RunAnalysis:
     warnings: list[str] = field(default_factory=list)
 
     @property
+    def base_models(self) -> list[int]:
+        """The base seeds the run varies (empty: one base model, the usual run)."""
+        return base_models(u for r in self.allocators for u in r.seeds)
+
+    @property
     def few_seeds(self) -> bool:
         """Whether some allocator shows per-seed speedups instead of an interval."""
         return any(r.axes["rollouts"].few_seeds for r in self.allocators)
@@ -108,6 +122,12 @@ class RunAnalysis:
             if result.name == name:
                 return result
         raise KeyError(f"no allocator {name!r} (have: {', '.join(self.run.allocators)})")
+
+
+def base_models(units) -> list[int]:
+    """The base seeds of ``units`` ((base_seed, seed) pairs); empty when the run does not vary
+    the base model."""
+    return sorted({u[0] for u in units if isinstance(u, tuple)})
 
 
 def _mean(values) -> float:
@@ -129,7 +149,7 @@ def seed_curves(run: RunData, name: str) -> dict[str, SeedCurves]:
         for job in run.jobs_of(name):
             steps, x, y = job.eval_points(t.metric, axis)
             if steps.size:
-                curves[job.seed] = (steps, x, smooth(y, t.smooth))
+                curves[job.unit] = (steps, x, smooth(y, t.smooth))
         out[axis] = SeedCurves.build(curves)
     return out
 
@@ -154,11 +174,27 @@ def compute_target(run: RunData) -> float | None:
     return float(_targets(run, base, base.all_seeds())[0])
 
 
-def _mean_crossing(curves: SeedCurves, target: float | None) -> Bounded:
+def _mean_crossing(
+    curves: SeedCurves, target: float | None, idx: np.ndarray | None = None
+) -> Bounded:
+    """Where the mean curve of the units ``idx`` (default: all) first reaches the target."""
     if target is None or curves.num_seeds == 0 or curves.steps.size == 0:
         return Bounded.unknown()
-    at, reached = crossings(*curves.mean_curves(curves.all_seeds()), np.array([target]))
+    idx = curves.all_seeds() if idx is None else idx
+    at, reached = crossings(*curves.mean_curves(idx), np.array([target]))
     return Bounded(float(at[0]), "exact" if reached[0] else "lower")
+
+
+def _per_base_model(curves: SeedCurves, target: float | None) -> dict[int, Bounded]:
+    """Each base model's own mean-curve crossing (empty when the run has one base model)."""
+    return {
+        model: _mean_crossing(
+            curves,
+            target,
+            np.array([[i for i, u in enumerate(curves.seeds) if u[0] == model]]),  # type: ignore[index]
+        )
+        for model in base_models(curves.seeds)
+    }
 
 
 def _seed_speedups(
@@ -166,15 +202,15 @@ def _seed_speedups(
     base: dict[str, SeedCurves],
     alloc: dict[str, SeedCurves],
     target_value: float,
-) -> tuple[dict[str, dict[int, Bounded]], dict[int, bool]]:
+) -> tuple[dict[str, dict[Unit, Bounded]], dict[Unit, bool]]:
     """Each allocator seed's own speedup on every axis, and whether it is paired.
 
     A seed the baseline also ran is compared with that baseline seed alone, its target
     recomputed from it (with ``at: final`` the baseline seed's own final value): one draw of
     the paired bootstrap. A seed the baseline did not run is compared with the baseline's
     seed-mean curve and target (unpaired)."""
-    out: dict[str, dict[int, Bounded]] = {axis: {} for axis in AXES}
-    paired: dict[int, bool] = {}
+    out: dict[str, dict[Unit, Bounded]] = {axis: {} for axis in AXES}
+    paired: dict[Unit, bool] = {}
     ref = base["rollouts"]
     for pos, seed in enumerate(alloc["rollouts"].seeds):
         paired[seed] = seed in ref.seeds
@@ -217,7 +253,9 @@ def analyze_run(
         run = load_run(run)
     warnings: list[str] = list(run.warnings)
     unfinished = [
-        f"{j.allocator}/seed {j.seed}: {j.status}" for j in run.jobs if j.status != "done"
+        f"{j.allocator}/seed {unit_label(j.unit)}: {j.status}"
+        for j in run.jobs
+        if j.status != "done"
     ]
     if unfinished:
         warnings.append(
@@ -225,7 +263,7 @@ def analyze_run(
             "their numbers are partial"
         )
     no_eval = [
-        f"{j.allocator}/seed {j.seed}"
+        f"{j.allocator}/seed {unit_label(j.unit)}"
         for j in run.jobs
         if not j.eval_curve(run.target.metric)[0].size
     ]
@@ -239,6 +277,13 @@ def analyze_run(
         )
 
     base_curves = seed_curves(run, run.target.baseline)
+    if base_models(base_curves["rollouts"].seeds) and not is_balanced(
+        base_curves["rollouts"].seeds
+    ):
+        warnings.append(
+            f"{run.target.baseline}'s base models do not all have the same seeds evaluated: "
+            "no two-level bootstrap interval until they do"
+        )
     base_cross = {axis: _mean_crossing(base_curves[axis], target_value) for axis in AXES}
     base_jobs = run.jobs_of(run.target.baseline)
     missed = baseline_missed_target(
@@ -255,10 +300,14 @@ def analyze_run(
         is_baseline = name == run.target.baseline
         curves = base_curves if is_baseline else seed_curves(run, name)
         cross = {axis: _mean_crossing(curves[axis], target_value) for axis in AXES}
-        seed_speedups: dict[str, dict[int, Bounded]] = {axis: {} for axis in AXES}
-        paired: dict[int, bool] = {}
+        seed_speedups: dict[str, dict[Unit, Bounded]] = {axis: {} for axis in AXES}
+        paired: dict[Unit, bool] = {}
         num_seeds = min(base_curves["rollouts"].num_seeds, curves["rollouts"].num_seeds)
-        few = num_seeds < min_interval_seeds
+        num_models = min(
+            len(base_models(base_curves["rollouts"].seeds)),
+            len(base_models(curves["rollouts"].seeds)),
+        )
+        few = num_seeds < min_interval_seeds or 1 < num_models < MIN_INTERVAL_BASE_MODELS
         if is_baseline:
             # the baseline against itself: 1 by definition
             speedups = dict.fromkeys(AXES, Bounded(1.0))
@@ -284,7 +333,7 @@ def analyze_run(
                 for job in jobs:
                     x, y = _smoothed_curve(job, run.target.metric, axis, run.target.smooth)
                     if x.size:
-                        per_seed[job.seed] = first_crossing(x, y, target_value)
+                        per_seed[job.unit] = first_crossing(x, y, target_value)
             reached = (
                 sum(b.exact for b in per_seed.values()) / len(per_seed) if per_seed else math.nan
             )
@@ -301,19 +350,20 @@ def analyze_run(
                 seed_speedups=seed_speedups[axis],
                 paired=paired,
                 few_seeds=few and not is_baseline,
+                per_base_model=_per_base_model(curves[axis], target_value),
             )
         finals, peaks = {}, {}
         for job in jobs:
             _, y = job.eval_curve(run.target.metric)
             if y.size:
-                finals[job.seed], peaks[job.seed] = float(y[-1]), float(y.max())
+                finals[job.unit], peaks[job.unit] = float(y[-1]), float(y.max())
         step_time = _mean_series(jobs, "time/step_s")
         results.append(
             AllocatorResult(
                 name=name,
                 kind=run.kinds.get(name, name),
                 is_baseline=is_baseline,
-                seeds=[j.seed for j in jobs],
+                seeds=[j.unit for j in jobs],
                 axes=axes,
                 final_per_seed=finals,
                 peak_per_seed=peaks,

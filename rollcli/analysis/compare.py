@@ -151,7 +151,15 @@ def load_runs(
         kinds[shown] = run.kinds.get(name, name)
         for job in run.jobs_of(name):
             jobs.append(
-                JobMetrics(job.job_id, shown, job.seed, job.status, job.rows, run_dir=run.run_dir)
+                JobMetrics(
+                    job.job_id,
+                    shown,
+                    job.seed,
+                    job.status,
+                    job.rows,
+                    run_dir=run.run_dir,
+                    base_seed=job.base_seed,
+                )
             )
     first = runs[0]
     base_key = alias[(labels[0], first.target.baseline)]

@@ -22,7 +22,17 @@ from rollcli.store.damaged import metrics_rows
 from rollcli.store.folders import RunFolder
 from rollcli.store.layout import load_manifest
 
-__all__ = ["TargetSpec", "JobMetrics", "RunData", "load_run", "AXES"]
+__all__ = ["TargetSpec", "JobMetrics", "RunData", "load_run", "AXES", "Unit", "unit_label"]
+
+# What a run repeats: a seed, or (base seed, seed) when the spec lists base_seeds (the base model
+# as a random factor, docs/report.md). Every unit of a run has the same form.
+Unit = int | tuple[int, int]
+
+
+def unit_label(unit: Unit) -> str:
+    """``3`` for a seed, ``b1/s3`` for seed 3 on base model 1 (table columns, JSON keys)."""
+    return str(unit) if isinstance(unit, int) else f"b{unit[0]}/s{unit[1]}"
+
 
 # x-axes of an accuracy curve: name -> metrics key (wall_s excludes evaluation time)
 AXES: dict[str, str] = {"rollouts": "cum_rollouts", "tokens": "cum_tokens", "wall_s": "wall_s"}
@@ -101,6 +111,12 @@ class JobMetrics:
     status: str
     rows: list[dict[str, Any]] = field(default_factory=list)
     run_dir: Path | None = None  # the run folder it came from (several in a comparison)
+    base_seed: int | None = None  # the base model it started from, when the spec varies it
+
+    @property
+    def unit(self) -> Unit:
+        """The seed, or (base seed, seed) when the run varies the base model."""
+        return self.seed if self.base_seed is None else (self.base_seed, self.seed)
 
     def eval_points(
         self, metric: str, axis: str = "rollouts"
@@ -161,7 +177,7 @@ class RunData:
             self.sources = [self.run_dir]
 
     def jobs_of(self, allocator: str) -> list[JobMetrics]:
-        return sorted((j for j in self.jobs if j.allocator == allocator), key=lambda j: j.seed)
+        return sorted((j for j in self.jobs if j.allocator == allocator), key=lambda j: j.unit)
 
     @property
     def wandb(self) -> dict[str, Any]:
@@ -255,6 +271,7 @@ def load_run(run_dir: str | Path, *, target: Mapping[str, Any] | None = None) ->
                 status=status,
                 rows=rows,
                 run_dir=run_dir,
+                base_seed=None if job.get("base_seed") is None else int(job["base_seed"]),
             )
         )
     steps = (spec.get("budget") or {}).get("steps")

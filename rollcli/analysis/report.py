@@ -18,13 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from rollcli.analysis.analyze import MIN_INTERVAL_SEEDS, AxisResult, RunAnalysis, analyze_run
+from rollcli.analysis.load import unit_label
 from rollcli.analysis.summary import (
     COLUMNS,
-    all_seeds,
     fmt_float,
     fmt_total,
     footnotes,
     headers,
+    interval_method,
+    per_seed_columns,
     per_seed_rows,
     summary_rows,
     target_line,
@@ -83,15 +85,16 @@ def render_markdown(analysis: RunAnalysis) -> str:
         *(f"- {line}" for line in footnotes(analysis)),
         "",
     ]
-    seeds = [f"seed {s}" for s in all_seeds(analysis)]
+    columns = per_seed_columns(analysis)
+    seed_headers = [
+        {"allocator": "Allocator", "base model": "Base model"}.get(c, c) for c in columns
+    ]
     for axis, title in (("rollouts", "Rollouts"), ("tokens", "Tokens"), ("wall_s", "Wall-clock s")):
         table = per_seed_rows(analysis, axis)
         parts += [
             f"## {title} to target per seed",
             "",
-            markdown_table(
-                ["Allocator", *seeds], [[r["allocator"], *(r[s] for s in seeds)] for r in table]
-            ),
+            markdown_table(seed_headers, [[r[c] for c in columns] for r in table]),
             "",
         ]
     from rollcli.analysis.breakdown import render_breakdown_markdown, run_breakdown
@@ -259,7 +262,7 @@ def _finite(value: float | None) -> float | None:
 def _axis_json(axis: AxisResult, fmt: str) -> dict[str, Any]:
     return {
         "to_target": {
-            "per_seed": {str(s): b.to_json(fmt) for s, b in sorted(axis.per_seed.items())},
+            "per_seed": {unit_label(s): b.to_json(fmt) for s, b in sorted(axis.per_seed.items())},
             "median": axis.median.to_json(fmt),
             "mean_curve": axis.mean_curve.to_json(fmt),
         },
@@ -269,8 +272,17 @@ def _axis_json(axis: AxisResult, fmt: str) -> dict[str, Any]:
         "ci_high": axis.ci[1] if axis.ci else None,
         "reached": _finite(axis.reached),
         "seed_speedups": {
-            str(s): b.to_json("{:.4f}") for s, b in sorted(axis.seed_speedups.items())
+            unit_label(s): b.to_json("{:.4f}") for s, b in sorted(axis.seed_speedups.items())
         },
+        **(
+            {
+                "per_base_model": {
+                    str(m): b.to_json(fmt) for m, b in sorted(axis.per_base_model.items())
+                }
+            }
+            if axis.per_base_model
+            else {}
+        ),
     }
 
 
@@ -285,7 +297,7 @@ def render_json(analysis: RunAnalysis) -> dict[str, Any]:
             "kind": res.kind,
             "baseline": target.baseline,
             "is_baseline": res.is_baseline,
-            "seeds": res.seeds,
+            "seeds": [unit_label(s) if isinstance(s, tuple) else s for s in res.seeds],
             "rollouts_to_target": rollouts["to_target"],
             "speedup": rollouts["speedup"],
             "speedup_detail": rollouts["speedup_detail"],
@@ -293,7 +305,7 @@ def render_json(analysis: RunAnalysis) -> dict[str, Any]:
             "ci_high": rollouts["ci_high"],
             "reached": rollouts["reached"],
             "seed_speedups": rollouts["seed_speedups"],
-            "paired": {str(s): p for s, p in sorted(res.axes["rollouts"].paired.items())},
+            "paired": {unit_label(s): p for s, p in sorted(res.axes["rollouts"].paired.items())},
             "tokens": axes["tokens"],
             "wall_clock": axes["wall_clock"],
             "step_time_s": _finite(res.step_time_s),
@@ -301,8 +313,12 @@ def render_json(analysis: RunAnalysis) -> dict[str, Any]:
             "tokens_per_step": _finite(res.tokens_per_step),
             "final_accuracy": _finite(res.final_accuracy),
             "peak_accuracy": _finite(res.peak_accuracy),
-            "final_accuracy_per_seed": {str(s): v for s, v in sorted(res.final_per_seed.items())},
-            "peak_accuracy_per_seed": {str(s): v for s, v in sorted(res.peak_per_seed.items())},
+            "final_accuracy_per_seed": {
+                unit_label(s): v for s, v in sorted(res.final_per_seed.items())
+            },
+            "peak_accuracy_per_seed": {
+                unit_label(s): v for s, v in sorted(res.peak_per_seed.items())
+            },
             "reward_var": _finite(res.reward_var),
             "zero_var_frac": _finite(res.zero_var_frac),
             "num_steps": res.num_steps,
@@ -319,6 +335,8 @@ def render_json(analysis: RunAnalysis) -> dict[str, Any]:
         },
         "confidence": analysis.confidence,
         "interval": "per-seed" if analysis.few_seeds else "bootstrap",
+        "interval_method": interval_method(analysis),
+        "base_models": analysis.base_models,
         "min_interval_seeds": MIN_INTERVAL_SEEDS,
         "notes": footnotes(analysis),
         "order": [res.name for res in analysis.allocators],  # display order; JSON keys get sorted

@@ -10,13 +10,15 @@ mean and never cross it, but the mean curve ends exactly on it.
 Intervals resample seeds with replacement (pairs of baseline and allocator runs with the same seed
 are drawn together), recompute the target from the resampled baseline seeds, both mean curves and
 their crossings, and take expanded percentiles of the speedups (widened for the few seeds RL runs
-have). Everything is vectorised over resamples.
+have). When a run varies the base model (spec ``base_seeds``), a unit is ``(base_seed, seed)`` and
+the same code resamples at two levels: base models, then seeds within each drawn base model
+(:func:`resample_indices`). Everything is vectorised over resamples.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -29,6 +31,7 @@ __all__ = [
     "censored_median",
     "ratio",
     "resample_indices",
+    "is_balanced",
     "crossings",
     "percentile_interval",
     "t_quantile",
@@ -87,15 +90,17 @@ class SeedCurves:
     last evaluated value.
     """
 
-    seeds: tuple[int, ...]
+    seeds: tuple[Hashable, ...]  # units: seeds, or (base_seed, seed)
     steps: np.ndarray  # (K,)
     x: np.ndarray  # (num_seeds, K)
     y: np.ndarray  # (num_seeds, K)
     finals: np.ndarray  # (num_seeds,)
 
     @classmethod
-    def build(cls, curves: Mapping[int, tuple[np.ndarray, np.ndarray, np.ndarray]]) -> SeedCurves:
-        """From ``{seed: (steps, x, y)}``; seeds without evaluations are left out."""
+    def build(
+        cls, curves: Mapping[Hashable, tuple[np.ndarray, np.ndarray, np.ndarray]]
+    ) -> SeedCurves:
+        """From ``{unit: (steps, x, y)}``; units without evaluations are left out."""
         curves = {s: c for s, c in sorted(curves.items()) if len(c[0])}
         if not curves:
             empty = np.zeros((0, 0))
@@ -131,32 +136,101 @@ class SeedCurves:
         return np.arange(self.num_seeds)[None, :]
 
 
-def resample_indices(
-    base_seeds: Sequence[int],
-    alloc_seeds: Sequence[int],
+def _paired_draws(
+    base_keys: Sequence[Hashable],
+    alloc_keys: Sequence[Hashable],
     num_resamples: int,
     rng: np.random.Generator,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Bootstrap draws of seed positions, (R, nb) and (R, na), paired where both have the seed.
-
-    A seed both sides ran is drawn for both at once (the same seed of the environment, the same
-    initial policy and data order); seeds only one side ran are drawn independently.
-    """
-    b_pos = {s: i for i, s in enumerate(base_seeds)}
-    a_pos = {s: i for i, s in enumerate(alloc_seeds)}
-    shared = [s for s in base_seeds if s in a_pos]
-    b_parts, a_parts = [], []
+    """One level of draws: positions (R, nb) and (R, na), with replacement, paired where both
+    sides have the key (drawn first, together), the others drawn independently (base, then alloc)."""
+    b_pos = {k: i for i, k in enumerate(base_keys)}
+    a_pos = {k: i for i, k in enumerate(alloc_keys)}
+    shared = [k for k in base_keys if k in a_pos]
+    b_parts = [np.zeros((num_resamples, 0), dtype=int)]
+    a_parts = [np.zeros((num_resamples, 0), dtype=int)]
     if shared:
         draw = rng.integers(0, len(shared), size=(num_resamples, len(shared)))
-        b_parts.append(np.array([b_pos[s] for s in shared])[draw])
-        a_parts.append(np.array([a_pos[s] for s in shared])[draw])
+        b_parts.append(np.array([b_pos[k] for k in shared])[draw])
+        a_parts.append(np.array([a_pos[k] for k in shared])[draw])
     for own, parts, other in ((b_pos, b_parts, a_pos), (a_pos, a_parts, b_pos)):
-        only = [i for s, i in own.items() if s not in other]
+        only = [i for k, i in own.items() if k not in other]
         if only:
             parts.append(
                 np.array(only)[rng.integers(0, len(only), size=(num_resamples, len(only)))]
             )
     return np.concatenate(b_parts, axis=1), np.concatenate(a_parts, axis=1)
+
+
+def _by_base_model(units: Sequence[Hashable]) -> dict[Hashable, list[tuple[Hashable, int]]]:
+    """base model -> [(seed, position)]: a unit ``(base_seed, seed)`` belongs to its base model,
+    a plain seed to the one base model every seed shares (``None``)."""
+    groups: dict[Hashable, list[tuple[Hashable, int]]] = {}
+    for pos, unit in enumerate(units):
+        model, seed = unit if isinstance(unit, tuple) else (None, unit)
+        groups.setdefault(model, []).append((seed, pos))
+    return groups
+
+
+def is_balanced(units: Sequence[Hashable]) -> bool:
+    """Whether every base model of ``units`` has the same number of seeds (the two-level bootstrap
+    needs it: each drawn base model fills a slot of the same width)."""
+    return len({len(v) for v in _by_base_model(units).values()}) <= 1
+
+
+def resample_indices(
+    base_seeds: Sequence[Hashable],
+    alloc_seeds: Sequence[Hashable],
+    num_resamples: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bootstrap draws of unit positions, (R, nb) and (R, na): base models, then seeds within them.
+
+    A unit is a seed, or ``(base_seed, seed)`` when the run varies the base model. Level 1 draws
+    base models with replacement (skipped when there is only one: every plain seed shares one);
+    level 2 gives every drawn slot a fresh draw, with replacement, of the seeds of the base model
+    it drew. At both levels a key both sides ran is drawn for both at once (the same base model;
+    the same seed of the environment, initial policy and data order on it) and keys only one side
+    ran are drawn independently. Draw order (what a test replays): the level-1 draw, then for each
+    slot, for each base model (first seen first), that model's level-2 draw. Every base model of a
+    side must have as many seeds (:func:`is_balanced`), else ``ValueError``.
+    """
+    b_groups, a_groups = _by_base_model(base_seeds), _by_base_model(alloc_seeds)
+    if not (is_balanced(base_seeds) and is_balanced(alloc_seeds)):
+        raise ValueError("the two-level bootstrap needs as many seeds on every base model")
+    b_models, a_models = list(b_groups), list(a_groups)
+    models = list(dict.fromkeys([*b_models, *a_models]))
+    if len(models) == 1:  # one base model: the draw of it is certain
+        pick_b = np.zeros((num_resamples, len(b_models)), dtype=int)
+        pick_a = np.zeros((num_resamples, len(a_models)), dtype=int)
+    else:
+        pick_b, pick_a = _paired_draws(b_models, a_models, num_resamples, rng)
+    rows = np.arange(num_resamples)[:, None]
+    b_cols, a_cols = [], []
+    for slot in range(max(len(b_models), len(a_models))):
+        draws_b, draws_a = [], []
+        for model in models:
+            b_units, a_units = b_groups.get(model, []), a_groups.get(model, [])
+            db, da = _paired_draws(
+                [s for s, _ in b_units], [s for s, _ in a_units], num_resamples, rng
+            )
+            # local positions within the model -> positions among all units
+            draws_b.append(np.array([p for _, p in b_units], dtype=int)[db] if b_units else db)
+            draws_a.append(np.array([p for _, p in a_units], dtype=int)[da] if a_units else da)
+        if slot < len(b_models):
+            which = np.array([models.index(m) for m in b_models])[pick_b[:, slot]]
+            b_cols.append(_select(draws_b, which, rows))
+        if slot < len(a_models):
+            which = np.array([models.index(m) for m in a_models])[pick_a[:, slot]]
+            a_cols.append(_select(draws_a, which, rows))
+    return np.concatenate(b_cols, axis=1), np.concatenate(a_cols, axis=1)
+
+
+def _select(draws: list[np.ndarray], which: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Row r of the draw of model ``which[r]`` (models a side did not run: never selected)."""
+    width = max(d.shape[1] for d in draws)
+    padded = [d if d.shape[1] == width else np.zeros((d.shape[0], width), dtype=int) for d in draws]
+    return np.stack(padded)[which[:, None], rows, np.arange(width)[None, :]]
 
 
 def crossings(
@@ -239,10 +313,15 @@ def bootstrap_speedups(
     ``base`` and ``alloc`` map axis -> curves; ``targets(idx_b)`` gives the target of each row of
     baseline draws (the target is re-estimated in every resample, as the point estimate does).
     A resample where a mean curve does not reach its target enters at its bound. None for an axis
-    with fewer than two seeds a side (no spread to resample) or seeds missing on that axis.
+    with fewer than two seeds a side (no spread to resample), seeds missing on that axis, or base
+    models with unequal numbers of seeds (a run still going). The expansion counts units (seeds,
+    or base model x seed): resampling seeds again inside each drawn base model already adds their
+    variance a second time (Davison & Hinkley 1997, §3.8), so the two-level interval errs wide.
     """
     ref_b, ref_a = base[reference_axis], alloc[reference_axis]
     if ref_b.num_seeds < 2 or ref_a.num_seeds < 2:
+        return dict.fromkeys(base)
+    if not (is_balanced(ref_b.seeds) and is_balanced(ref_a.seeds)):
         return dict.fromkeys(base)
     rng = np.random.default_rng(seed)
     idx_b, idx_a = resample_indices(ref_b.seeds, ref_a.seeds, num_resamples, rng)

@@ -17,6 +17,8 @@ __all__ = [
     "COLUMNS",
     "summary_rows",
     "per_seed_rows",
+    "per_seed_columns",
+    "interval_method",
     "target_line",
     "footnotes",
     "summary_table",
@@ -149,20 +151,40 @@ def summary_rows(analysis: RunAnalysis) -> list[dict[str, str]]:
 
 
 def all_seeds(analysis: RunAnalysis) -> list[int]:
-    return sorted({s for res in analysis.allocators for s in res.seeds})
+    """The run seeds (without their base model, when the run varies it)."""
+    units = {s for res in analysis.allocators for s in res.seeds}
+    return sorted({u[1] if isinstance(u, tuple) else u for u in units})
+
+
+def per_seed_columns(analysis: RunAnalysis) -> list[str]:
+    """The keys of :func:`per_seed_rows`, in display order."""
+    seeds = [f"seed {s}" for s in all_seeds(analysis)]
+    if analysis.base_models:
+        return ["allocator", "base model", *seeds, "seed mean"]
+    return ["allocator", *seeds]
 
 
 def per_seed_rows(analysis: RunAnalysis, axis: str = "rollouts") -> list[dict[str, Any]]:
-    """Per allocator, each seed's cost to target (``>= x`` when not reached, ``-`` if absent)."""
+    """Per allocator, each seed's cost to target (``>= x`` when not reached, ``-`` if absent).
+    When the run varies the base model: one row per allocator and base model, whose ``seed mean``
+    is where the mean curve of that base model's seeds reaches the target."""
     # seconds: 3 significant digits (sim steps take milliseconds; verl steps take minutes)
     fmt = "{:,.3g}" if axis == "wall_s" else fmt_count
     rows = []
     for res in analysis.allocators:
-        per_seed = res.axes[axis].per_seed
-        row: dict[str, Any] = {"allocator": res.name}
-        for seed in all_seeds(analysis):
-            row[f"seed {seed}"] = per_seed[seed].display(fmt) if seed in per_seed else "-"
-        rows.append(row)
+        result = res.axes[axis]
+        for model in analysis.base_models or [None]:
+            row: dict[str, Any] = {"allocator": res.name}
+            if model is not None:
+                row["base model"] = str(model)
+            for seed in all_seeds(analysis):
+                unit = seed if model is None else (model, seed)
+                cost = result.per_seed.get(unit)
+                row[f"seed {seed}"] = cost.display(fmt) if cost is not None else "-"
+            if model is not None:
+                mean = result.per_base_model.get(model)
+                row["seed mean"] = mean.display(fmt) if mean is not None else "-"
+            rows.append(row)
     return rows
 
 
@@ -185,7 +207,7 @@ def footnotes(analysis: RunAnalysis) -> list[str]:
     results = analysis.allocators
     if any(r.axes["rollouts"].ci is not None for r in results):
         pct = round(analysis.confidence * 100)
-        lines.append(f"[low, high]: {pct}% bootstrap interval over seeds (paired by seed).")
+        lines.append(f"[low, high]: {pct}% {interval_method(analysis)}.")
     if analysis.few_seeds:
         lines.append(
             f"Speedup (per seed): the seed-mean speedup, then in parentheses the speedup each "
@@ -214,6 +236,17 @@ def footnotes(analysis: RunAnalysis) -> list[str]:
             "a comparison may be void or a run misbehaved."
         )
     return lines
+
+
+def interval_method(analysis: RunAnalysis) -> str:
+    """How the intervals resample: over seeds, or over base models and then seeds."""
+    models = analysis.base_models
+    if models:
+        return (
+            f"two-level bootstrap interval: resamples the {len(models)} base models, then the "
+            "seeds within each drawn base model (paired by base model and seed)"
+        )
+    return "bootstrap interval over seeds (paired by seed)"
 
 
 def interval_line(analysis: RunAnalysis) -> str:

@@ -122,9 +122,10 @@ def register(app: typer.Typer) -> None:
             return
         plan = build_plan(spec_obj)
         num_train = len(plan.by_type("train"))
+        bases = f" x {len(spec_obj.base_seeds)} base models" if spec_obj.base_seeds else ""
         console().print(
             f"[green]ok[/green]: {spec} — {len(spec_obj.allocators)} allocators x "
-            f"{len(spec_obj.seeds)} seeds = {num_train} train jobs, backend "
+            f"{len(spec_obj.seeds)} seeds{bases} = {num_train} train jobs, backend "
             f"{spec_obj.backend.kind}, {spec_obj.launch.executor} executor"
         )
         from rollcli.plan.scale import scale_warnings

@@ -1,5 +1,6 @@
-"""Spec -> job graph: a train job per allocator x seed, eval jobs where the backend needs them,
-and one report job; each job's id is a short content hash of its resolved config.
+"""Spec -> job graph: a train job per allocator x seed (x base seed, when the spec lists
+``base_seeds``: the job's backend section then carries that ``base_seed``), eval jobs where the
+backend needs them, and one report job; each job's id is a short content hash of its resolved config.
 
 The id hashes the canonical JSON (sorted keys, no spaces) of the job config without
 ``job.id``, ``experiment``, ``tracking``, ``checkpoint`` and ``launch`` (none of which changes
@@ -56,14 +57,17 @@ class PlannedJob:
     # generates depends on its allocator and the rewards: rollcli.plan.budget
     expected_rollouts: int | None = None
     expected_tokens: int | None = None
+    base_seed: int | None = None  # set only when the spec lists base_seeds
 
     def summary(self) -> dict[str, Any]:
         """The manifest's entry for this job."""
+        base = {} if self.base_seed is None else {"base_seed": self.base_seed}
         return {
             "id": self.id,
             "type": self.type,
             "allocator": self.allocator,
             "seed": self.seed,
+            **base,
             "depends_on": list(self.depends_on),
             "resources": self.resources.to_dict(),
             "expected_rollouts": self.expected_rollouts,
@@ -150,12 +154,19 @@ def build_plan(spec: Any) -> Plan:
         }
     jobs: list[PlannedJob] = []
     train_ids: list[str] = []
+    # (base seed or None, seed) per train job: every seed on every base model
+    units = [(b, s) for b in data.get("base_seeds") or [None] for s in data["seeds"]]
     for name, allocator in data["allocators"].items():
-        for seed in data["seeds"]:
+        for base_seed, seed in units:
+            job: dict[str, Any] = {"type": "train", "allocator": name, "seed": seed}
+            job_backend = backend
+            if base_seed is not None:
+                job["base_seed"] = base_seed
+                job_backend = {**backend, "base_seed": base_seed}
             config = {
                 "experiment": data["name"],
-                "job": {"type": "train", "allocator": name, "seed": seed},
-                "backend": backend,
+                "job": job,
+                "backend": job_backend,
                 "allocator": allocator,
                 "budget": budget,
                 "eval": evals,
@@ -167,7 +178,18 @@ def build_plan(spec: Any) -> Plan:
             jid = job_id(config)
             config["job"] = {"id": jid, **config["job"]}
             jobs.append(
-                PlannedJob(jid, "train", name, seed, (), train_resources, config, rollouts, tokens)
+                PlannedJob(
+                    jid,
+                    "train",
+                    name,
+                    seed,
+                    (),
+                    train_resources,
+                    config,
+                    rollouts,
+                    tokens,
+                    base_seed=base_seed,
+                )
             )
             train_ids.append(jid)
     report_deps = list(train_ids)
@@ -182,7 +204,7 @@ def build_plan(spec: Any) -> Plan:
                     "seed": train.seed,
                     "train_job": train.id,
                 },
-                "backend": backend,
+                "backend": train.config["backend"],
                 "eval": evals,
                 "tracking": tracking,
             }
@@ -190,7 +212,14 @@ def build_plan(spec: Any) -> Plan:
             config["job"] = {"id": jid, **config["job"]}
             jobs.append(
                 PlannedJob(
-                    jid, "eval", train.allocator, train.seed, (train.id,), eval_resources, config
+                    jid,
+                    "eval",
+                    train.allocator,
+                    train.seed,
+                    (train.id,),
+                    eval_resources,
+                    config,
+                    base_seed=train.base_seed,
                 )
             )
             report_deps.append(jid)

@@ -260,6 +260,8 @@ class SpecBase(_Frozen):
                 name: omit_late_knobs(type(self.allocators[name]), config)  # type: ignore[attr-defined]
                 for name, config in data["allocators"].items()
             }
+        if data.get("base_seeds") is None:  # absent unless set: job ids and dumps stay as before
+            data.pop("base_seeds", None)
         return {key: data[key] for key in SECTION_ORDER if key in data}
 
     def allocator_dict(self, name: str) -> dict[str, Any]:
@@ -306,6 +308,7 @@ SECTION_ORDER = (
     "budget",
     "allocators",
     "seeds",
+    "base_seeds",
     "eval",
     "target",
     "launch",
@@ -383,6 +386,15 @@ def _spec_model(
             Field(min_length=1, description="name -> allocator config"),
         ),
         seeds=(tuple[NonNegativeInt, ...], Field((0,), min_length=1)),
+        base_seeds=(
+            tuple[NonNegativeInt, ...] | None,
+            Field(
+                None,
+                min_length=1,
+                description="base models to repeat every seed on (tiny: backend.base_seed); the "
+                "report then resamples base models, then seeds within each",
+            ),
+        ),
         eval=(EvalSpec, EvalSpec()),
         target=(TargetSpec, TargetSpec()),
         launch=(LaunchSpec, LaunchSpec()),

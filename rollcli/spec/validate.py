@@ -2,7 +2,8 @@
 
 Wrongly typed scalars and pydantic errors are described by :mod:`rollcli.spec.diagnose`
 (``file:line:col: field.path: expected ..., found ...``). After the models, the spec's own
-cross-field rules (distinct seeds, the target baseline is an allocator, a target value when
+cross-field rules (distinct seeds and base seeds, base seeds only where the backend has
+one, the target baseline is an allocator, a target value when
 ``at: value``) are checked here, and each component is asked for its own
 (:mod:`rollcli.spec.checks`: allocators against the budget and backend, the eval section
 against the benchmark registry and backend), with the same kind of message.
@@ -10,6 +11,7 @@ against the benchmark registry and backend), with the same kind of message.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from pydantic import ValidationError
@@ -35,6 +37,16 @@ def _cross_checks(spec: Any, data: dict[str, Any], marks: Marks) -> Any:
     if len(set(spec.seeds)) != len(spec.seeds):
         dup = next(s for s in spec.seeds if spec.seeds.count(s) > 1)
         fail(("seeds",), f"seed {dup} is listed twice")
+    if spec.base_seeds is not None:
+        if not any(f.name == "base_seed" for f in dataclasses.fields(spec.backend)):
+            fail(
+                ("base_seeds",),
+                f"the {spec.backend.kind} backend has no base_seed to vary "
+                "(base_seeds needs a backend that builds its base model: tiny)",
+            )
+        if len(set(spec.base_seeds)) != len(spec.base_seeds):
+            dup = next(s for s in spec.base_seeds if spec.base_seeds.count(s) > 1)
+            fail(("base_seeds",), f"base seed {dup} is listed twice")
     names = list(spec.allocators)
     baseline = spec.target.baseline
     if baseline is None:

@@ -118,3 +118,53 @@ def test_large_plan_is_fast():
     elapsed = time.perf_counter() - start
     assert len(plan.by_type("train")) == 300
     assert elapsed < 1.0
+
+
+TINY_SPEC = """\
+name: bases
+backend: {kind: tiny, max_level: 2}
+budget: {steps: 3, rollouts_per_step: 16}
+allocators:
+  grpo: {kind: uniform, n: 4}
+seeds: [0, 1]
+"""
+
+
+def test_base_seeds_multiply_train_jobs_and_set_each_jobs_base_seed(tmp_path):
+    path = tmp_path / "bases.yaml"
+    path.write_text(TINY_SPEC + "base_seeds: [0, 2, 5]\n")
+    spec = load_spec(path)
+    train = build_plan(spec).by_type("train")
+    assert [(j.base_seed, j.seed) for j in train] == [(b, s) for b in (0, 2, 5) for s in (0, 1)]
+    for job in train:
+        assert job.config["backend"]["base_seed"] == job.base_seed
+        assert job.config["job"]["base_seed"] == job.base_seed
+        assert job.summary()["base_seed"] == job.base_seed
+    assert len({j.id for j in train}) == 6
+    # without base_seeds: the spec's own base_seed, no base_seed key anywhere, the same ids as
+    # before the axis existed (tests/golden/plan/job_ids.json pins the shipped specs')
+    path.write_text(TINY_SPEC)
+    plain = build_plan(load_spec(path)).by_type("train")
+    assert [j.base_seed for j in plain] == [None, None]
+    assert "base_seed" not in plain[0].config["job"] and "base_seed" not in plain[0].summary()
+    assert "base_seeds" not in load_spec(path).to_dict()
+    # base model 0 with seed 0 is the plain run's job 0 but a different job (its id names the axis)
+    assert train[0].config["backend"] == plain[0].config["backend"]
+    assert train[0].id != plain[0].id
+
+
+def test_base_seeds_need_a_backend_with_a_base_model_and_distinct_values(tmp_path):
+    import pytest
+
+    from rollcli.errors import SpecError
+
+    path = tmp_path / "bases.yaml"
+    path.write_text(TINY_SPEC + "base_seeds: [1, 1]\n")
+    with pytest.raises(
+        SpecError, match=r"bases.yaml:\d+:\d+: base_seeds: base seed 1 is listed twice"
+    ):
+        load_spec(path)
+    sim = TINY_SPEC.replace("{kind: tiny, max_level: 2}", "{kind: sim}") + "base_seeds: [0, 1]\n"
+    path.write_text(sim)
+    with pytest.raises(SpecError, match="base_seeds: the sim backend has no base_seed"):
+        load_spec(path)
