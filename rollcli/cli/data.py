@@ -1,5 +1,6 @@
 """``rollcli data prepare``: training sets and benchmarks as verl parquet files (our prompt);
-``rollcli data prefetch``: a spec's hub models into the shared Hugging Face cache."""
+``rollcli data prefetch``: a spec's hub models into the shared Hugging Face cache;
+``rollcli data build-base-models``: regenerate the tiny base models that ship in the package."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def _samples(values: list[str] | None) -> dict[str, int]:
 def register(app: typer.Typer) -> None:
     data_app = typer.Typer(
         name="data",
-        help="Prepare datasets for the verl backend.",
+        help="Prepare datasets for the verl backend; rebuild the shipped tiny base models.",
         no_args_is_help=True,
         epilog=EPILOG,
     )
@@ -129,3 +130,53 @@ def register(app: typer.Typer) -> None:
             raise RollcliError(f"{', '.join(still)}: downloaded but not found in {cache}")
         for repo in repos:
             out_console.print(f"{repo}: in {cache}")
+
+    @data_app.command("build-base-models")
+    def build_base_models(
+        out: Annotated[
+            Path | None,
+            typer.Option("--out", help="Folder to write (default: the package's data/tiny_base)."),
+        ] = None,
+        check: Annotated[
+            bool,
+            typer.Option(
+                "--check",
+                help="Rebuild into a temporary folder and compare the checksums with the "
+                "shipped manifest; write nothing.",
+            ),
+        ] = False,
+    ) -> None:
+        """Rebuild the shipped tiny base models (default recipe x shipped base seeds) and their
+        manifest: a maintenance command, ~1 min of one core per model."""
+        import tempfile
+
+        from rollcli.backends.tiny.shipped import build_shipped, read_manifest, shipped_dir
+        from rollcli.errors import RollcliError
+
+        out_console = console()
+        if not check:
+            target = out or shipped_dir()
+            for entry in build_shipped(target):
+                out_console.print(
+                    f"wrote {target / entry['file']} ({entry['bytes']} bytes, sha256 "
+                    f"{entry['sha256'][:16]}, sampled accuracy {entry['probe']['accuracy']:.3f})"
+                )
+            return
+        shipped = read_manifest()["models"]
+        with tempfile.TemporaryDirectory() as tmp:
+            entries = build_shipped(Path(tmp))
+        bad = []
+        for entry in entries:
+            want = (shipped.get(entry["recipe_hash"]) or {}).get("sha256")
+            same = want == entry["sha256"]
+            out_console.print(
+                f"{entry['recipe_hash']}: {'identical' if same else 'DIFFERENT'} "
+                f"(built {entry['sha256'][:16]}, shipped {(want or 'none')[:16]})"
+            )
+            if not same:
+                bad.append(entry["recipe_hash"])
+        if bad:
+            raise RollcliError(
+                f"{len(bad)} rebuilt base model(s) differ from the shipped ones ({', '.join(bad)}): "
+                "this machine or torch version computes differently (docs/tiny.md, Determinism)"
+            )

@@ -30,6 +30,8 @@ SHIPPED = (
     "rollcli/templates/sbatch/multinode.sh",
     "rollcli/data/benchmarks/math500.jsonl",
     "rollcli/data/train/math_train_deepscaler.json",
+    "rollcli/data/tiny_base/manifest.json",
+    "rollcli/data/tiny_base/e09645f9b6dc0046.safetensors",  # the default recipe, base_seed 0
 )
 
 

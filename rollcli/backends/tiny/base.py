@@ -8,9 +8,11 @@ carry, an adjacent pair) goes wrong with probability ``base_noise``. The model l
 prompts without carries are nearly always right, long carry chains nearly always wrong —
 GRPO then has something to fix, unevenly across prompts.
 
-Cache: ``<cache root>/<recipe hash>/base.pt`` where the root is the config's ``cache_dir``,
-else ``$ROLLCLI_CACHE/tiny``, else ``~/.cache/rollcli/tiny``; the hash covers the recipe and
-the torch version. Building is single-threaded and seeded, so it is reproducible on one
+Shipped recipes (the default recipe at a few ``base_seed`` values, :mod:`.shipped`) load from
+the package and never build. Any other recipe is cached: ``<cache root>/<recipe hash>/base.pt``
+where the root is the config's ``cache_dir``, else ``$ROLLCLI_CACHE/tiny``, else
+``~/.cache/rollcli/tiny``; the hash covers the recipe and the torch version. Building is
+single-threaded, seeded and uses torch's deterministic algorithms, so it is reproducible on one
 machine and torch version. A file lock makes parallel jobs wait for one builder; the weights
 are written atomically with a JSON description of the recipe beside them.
 """
@@ -32,6 +34,7 @@ import torch
 
 from rollcli.backends.tiny.config import TinyConfig
 from rollcli.backends.tiny.model import TinyGPT, pad_batch
+from rollcli.backends.tiny.shipped import find_shipped, load_shipped
 from rollcli.backends.tiny.tasks import (
     VOCAB_SIZE,
     encode,
@@ -42,7 +45,17 @@ from rollcli.backends.tiny.tasks import (
 )
 from rollcli.store.atomic import atomic_write_bytes, atomic_write_json, read_json
 
-__all__ = ["create_model", "base_cache_path", "load_or_build_base", "train_base"]
+__all__ = [
+    "create_model",
+    "base_cache_path",
+    "load_or_build_base",
+    "read_base_info",
+    "train_base",
+    "deterministic_build",
+]
+
+# a build always runs on this many threads: the reduction order, hence the bytes, depend on it
+BUILD_THREADS = 1
 
 
 def create_model(config: TinyConfig) -> TinyGPT:
@@ -75,7 +88,11 @@ def _file_lock(path: Path) -> Iterator[None]:
 
 
 def load_or_build_base(config: TinyConfig, *, progress: bool = True) -> dict[str, torch.Tensor]:
-    """The base model's weights: read from the cache, or built (and cached) on first use."""
+    """The base model's weights: the shipped file of a shipped recipe, else read from the cache,
+    or built (and cached) on first use."""
+    shipped = find_shipped(config)
+    if shipped is not None:
+        return load_shipped(shipped)
     path = base_cache_path(config)
     if path.exists():
         return _load(path)
@@ -116,7 +133,11 @@ def _load(path: Path) -> dict[str, torch.Tensor]:
 
 
 def read_base_info(config: TinyConfig) -> dict[str, Any] | None:
-    """The recipe and build statistics stored beside a cached base model, if any."""
+    """The recipe and build statistics of a shipped base model (its manifest entry) or stored
+    beside a cached one, if any."""
+    shipped = find_shipped(config)
+    if shipped is not None:
+        return {**shipped, "shipped": True}
     info = base_cache_path(config).parent / "recipe.json"
     return read_json(info) if info.exists() else None
 
@@ -137,16 +158,36 @@ def _batch(
     return pad_batch(prompts, answers)
 
 
+@contextlib.contextmanager
+def deterministic_build() -> Iterator[None]:
+    """Fixed threads and torch's deterministic algorithms for the duration of a build (restored
+    after: both are process-wide)."""
+    threads = torch.get_num_threads()
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    torch.set_num_threads(BUILD_THREADS)
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(deterministic)
+        torch.set_num_threads(threads)
+
+
 def train_base(
     config: TinyConfig, *, progress: bool = True
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Train the base model from scratch (deterministic on one machine); returns weights and stats."""
+    with deterministic_build():
+        return _train_base(config, progress=progress)
+
+
+def _train_base(
+    config: TinyConfig, *, progress: bool
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     import time
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(config.num_threads)
     start = time.perf_counter()
     torch.manual_seed(config.base_seed)
     model = create_model(config)
@@ -188,7 +229,6 @@ def train_base(
             bar.update(task_id, advance=1, loss=loss_value)
     build_seconds = time.perf_counter() - start
     probe = probe_success(model, config, num_prompts=512, num_samples=8)
-    torch.set_num_threads(threads)
     weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
     info = {
         "build_seconds": round(build_seconds, 2),

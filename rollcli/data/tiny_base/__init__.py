@@ -1,0 +1,1 @@
+"""The tiny base models shipped with rollcli (safetensors) and their manifest (docs/tiny.md)."""
