@@ -14,7 +14,7 @@ from typing import Any
 
 from rich.live import Live
 
-from rollcli.cli._render import fmt_int, status_table
+from rollcli.cli._render import fmt_int, job_label, status_table
 from rollcli.store.folders import RunFolder
 from rollcli.store.progress import MetricsTail, fmt_eta
 from rollcli.store.state import read_state
@@ -53,9 +53,7 @@ class JobRows:
             jid = job["id"]
             state = read_state(RunFolder(self.run_dir).job(jid).path)
             status = (statuses or {}).get(jid, state["status"])
-            label = "report" if job["type"] == "report" else f"{job['allocator']}/{job['seed']}"
-            if job["type"] == "eval":
-                label = f"eval {label}"
+            label = job_label(job)
             row: dict[str, Any] = {
                 "id": jid,
                 "job": label,

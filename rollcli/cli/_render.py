@@ -49,10 +49,12 @@ def fmt_resources(res: dict[str, Any], executor: str) -> str:
     return " ".join(parts)
 
 
-def _job_label(job: dict[str, Any]) -> str:
+def job_label(job: dict[str, Any]) -> str:
+    """``pc/0``, ``pc/b1/s0`` (seed 0 on base model 1), ``eval pc/0`` or ``report``."""
     if job["type"] == "report":
         return "report"
-    label = f"{job['allocator']}/{job['seed']}"
+    seed = job["seed"] if job.get("base_seed") is None else f"b{job['base_seed']}/s{job['seed']}"
+    label = f"{job['allocator']}/{seed}"
     return label if job["type"] == "train" else f"eval {label}"
 
 
@@ -140,7 +142,7 @@ def plan_table(jobs: list[dict[str, Any]], executor: str) -> Table:
         deps = job["depends_on"]
         table.add_row(
             job["id"],
-            _job_label(job),
+            job_label(job),
             job["type"],
             str(len(deps)) if deps else "-",
             fmt_resources(job["resources"], executor),

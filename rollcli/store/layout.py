@@ -172,8 +172,16 @@ def load_manifest(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     return manifest  # type: ignore[no-any-return]
 
 
+def _seed_label(job: dict[str, Any]) -> str:
+    """``0``, or ``b1/s0`` for seed 0 on base model 1 (a spec with ``base_seeds``)."""
+    if job.get("base_seed") is None:
+        return str(job["seed"])
+    return f"b{job['base_seed']}/s{job['seed']}"
+
+
 def find_job(manifest: dict[str, Any], query: str) -> str:
-    """A job id from an id prefix (``3f2a``) or ``<allocator>/<seed>`` (``pc/0``), or ``report``."""
+    """A job id from an id prefix (``3f2a``), ``<allocator>/<seed>`` (``pc/0``; ``pc/b1/s0`` on
+    base model 1 when the spec lists ``base_seeds``), or ``report``."""
     jobs = manifest["plan"]["jobs"]
     ids = [job["id"] for job in jobs]
     if query in ids:
@@ -185,7 +193,7 @@ def find_job(manifest: dict[str, Any], query: str) -> str:
         matches = [
             j["id"]
             for j in jobs
-            if j["type"] == "train" and j["allocator"] == name and str(j["seed"]) == seed
+            if j["type"] == "train" and j["allocator"] == name and _seed_label(j) == seed
         ]
     else:
         matches = [i for i in ids if i.startswith(query)]
@@ -196,7 +204,7 @@ def find_job(manifest: dict[str, Any], query: str) -> str:
         if "/" in query:  # a sweep runs several points of one allocator and seed
             what = "give one of these ids (a sweep runs several points per allocator and seed)"
         raise StoreError(f"job '{query}' is ambiguous: {', '.join(matches)}; {what}")
-    names = [f"{j['allocator']}/{j['seed']}" for j in jobs if j["type"] == "train"]
+    names = [f"{j['allocator']}/{_seed_label(j)}" for j in jobs if j["type"] == "train"]
     hint = suggest(query, names + ids, sentence=True)
     raise StoreError(
         f"no job '{query}' in this run.{hint} Give an id prefix or allocator/seed "

@@ -31,3 +31,21 @@ def test_ambiguous_allocator_seed_asks_for_an_id():
 def test_ambiguous_id_prefix_asks_for_more_characters():
     with pytest.raises(StoreError, match="'bb' is ambiguous: .*; give more characters$"):
         find_job(MANIFEST, "bb")
+
+
+def test_a_job_on_one_of_several_base_models_is_found_by_base_and_seed():
+    jobs = [
+        {
+            "id": f"c{b}{s}00000000"[:10],
+            "type": "train",
+            "allocator": "pc",
+            "seed": s,
+            "base_seed": b,
+        }
+        for b in (0, 1)
+        for s in (0, 1)
+    ]
+    manifest = {"plan": {"jobs": jobs}}
+    assert find_job(manifest, "pc/b1/s0") == "c100000000"
+    with pytest.raises(StoreError, match="no job 'pc/b2/s0'.*pc/b1/s0"):
+        find_job(manifest, "pc/b2/s0")
