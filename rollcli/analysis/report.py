@@ -260,12 +260,17 @@ def _finite(value: float | None) -> float | None:
 
 
 def _axis_json(axis: AxisResult, fmt: str) -> dict[str, Any]:
+    to_target = {
+        "per_seed": {unit_label(s): b.to_json(fmt) for s, b in sorted(axis.per_seed.items())},
+        "median": axis.median.to_json(fmt),
+        "mean_curve": axis.mean_curve.to_json(fmt),
+    }
+    if axis.per_base_model:  # each base model's own mean-curve crossing
+        to_target["per_base_model"] = {
+            str(m): b.to_json(fmt) for m, b in sorted(axis.per_base_model.items())
+        }
     return {
-        "to_target": {
-            "per_seed": {unit_label(s): b.to_json(fmt) for s, b in sorted(axis.per_seed.items())},
-            "median": axis.median.to_json(fmt),
-            "mean_curve": axis.mean_curve.to_json(fmt),
-        },
+        "to_target": to_target,
         "speedup": axis.speedup.number(),
         "speedup_detail": axis.speedup.to_json("{:.4f}"),
         "ci_low": axis.ci[0] if axis.ci else None,
@@ -274,15 +279,6 @@ def _axis_json(axis: AxisResult, fmt: str) -> dict[str, Any]:
         "seed_speedups": {
             unit_label(s): b.to_json("{:.4f}") for s, b in sorted(axis.seed_speedups.items())
         },
-        **(
-            {
-                "per_base_model": {
-                    str(m): b.to_json(fmt) for m, b in sorted(axis.per_base_model.items())
-                }
-            }
-            if axis.per_base_model
-            else {}
-        ),
     }
 
 

@@ -163,7 +163,8 @@ def test_a_b_by_s_run_reports_two_level_intervals_and_per_base_model_rows(tmp_pa
     assert set(report["allocators"]["pc"]["rollouts_to_target"]["per_seed"]) == {
         f"b{b}/s{s}" for b in (0, 1, 2) for s in (0, 1)
     }
-    assert set(report["allocators"]["pc"]["rollouts_to_target"]) >= {"mean_curve"}
+    per_model = report["allocators"]["grpo"]["rollouts_to_target"]["per_base_model"]
+    assert set(per_model) == {"0", "1", "2"} and per_model["2"]["kind"] == "exact"
     rows = per_seed_rows(analysis)
     assert [(r["allocator"], r["base model"]) for r in rows] == [
         (a, str(b)) for a in ("grpo", "pc") for b in (0, 1, 2)
