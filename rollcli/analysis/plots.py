@@ -24,7 +24,7 @@ import numpy as np
 from rollcli.analysis.analyze import MIN_INTERVAL_SEEDS, RunAnalysis, seed_curves
 from rollcli.analysis.figstyle import color, count_axis, new_figure, plain_axis, save_figure
 from rollcli.analysis.load import JobMetrics
-from rollcli.analysis.stats import SeedCurves, percentile_interval
+from rollcli.analysis.stats import SeedCurves, is_balanced, percentile_interval, resample_indices
 from rollcli.text import fmt_count
 
 __all__ = [
@@ -107,14 +107,18 @@ def curve_band(
     by_step: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(grid, low, high): a bootstrap interval band around the seed-mean curve, the method of the
-    table's intervals (seeds drawn with replacement, the mean curve of each draw, expanded
-    percentiles). ``by_step`` bands accuracy against step instead of the curves' x. None under
+    table's intervals (seeds drawn with replacement — base models, then seeds, when the run varies
+    the base model — the mean curve of each draw, expanded percentiles). ``by_step`` bands accuracy against step instead of the curves' x. None under
     :data:`MIN_INTERVAL_SEEDS` seeds: there the plot draws every seed's own curve instead."""
     n = curves.num_seeds
     if n < MIN_INTERVAL_SEEDS or curves.steps.size < 2:
         return None
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(num_resamples, n))
+    if not is_balanced(curves.seeds):
+        return None
+    # the table's draws (two-level when the run varies the base model)
+    idx, _ = resample_indices(
+        curves.seeds, curves.seeds, num_resamples, np.random.default_rng(seed)
+    )
     xs, ys = curves.mean_curves(idx)
     if by_step:
         xs = np.broadcast_to(curves.steps.astype(float), ys.shape)

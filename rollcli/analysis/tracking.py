@@ -161,7 +161,8 @@ def create_tracker(
     job = dict(job_config.get("job") or {})
     job_id = str(job.get("id") or Path(job_dir).name)
     job_type = str(job.get("type") or "train")
-    name = f"{job.get('allocator', job_id)}-seed{job.get('seed', 0)}"
+    base = f"-base{job['base_seed']}" if job.get("base_seed") is not None else ""
+    name = f"{job.get('allocator', job_id)}{base}-seed{job.get('seed', 0)}"
     if job_type != "train":
         name = f"{job_type}-{name}"
     tags = [str(t) for t in (cfg.get("tags") or [])]

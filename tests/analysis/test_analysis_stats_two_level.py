@@ -217,3 +217,19 @@ def test_two_level_intervals_cover_when_the_effect_varies_between_base_models() 
     # measured 0.94 and 0.80 (docs/report.md); nominal 95 %, 200 trials: s.e. ~1.6 points
     assert hits["two-level"] / trials >= 0.89
     assert hits["seeds only"] / trials <= 0.86
+
+
+def test_one_base_model_draws_are_the_plain_seed_bootstrap_and_bands_use_the_same_draws() -> None:
+    from rollcli.analysis.plots import curve_band
+
+    seeds = [0, 1, 2, 3, 4]
+    idx_b, idx_a = resample_indices(seeds, seeds, 300, np.random.default_rng(5))
+    plain = np.random.default_rng(5).integers(0, 5, size=(300, 5))
+    assert (idx_b == plain).all() and (idx_a == plain).all()  # intervals of older runs unchanged
+    # the plot's band resamples as the table does: two-level for B x S, none when unbalanced
+    units = [(b, s) for b in range(3) for s in range(2)]
+    slopes = np.linspace(0.4, 0.6, 6)
+    two_level = _linear(slopes, units)["rollouts"]
+    assert curve_band(two_level, 0.95, num_resamples=200) is not None
+    uneven = _linear(slopes[:5], units[:5])["rollouts"]
+    assert curve_band(uneven, 0.95, num_resamples=200) is None
