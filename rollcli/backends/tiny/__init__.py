@@ -21,7 +21,8 @@ def create_tiny_backend(
     """Create a :class:`~rollcli.backends.tiny.backend.TinyBackend` from its spec section.
 
     ``config`` is a :class:`TinyConfig` or a mapping of its fields (``kind: tiny`` included or
-    not); unknown keys raise ``ValueError`` naming them. Builds the base model on first use.
+    not); unknown keys raise ``ValueError`` naming them. Loads the shipped base model of its recipe,
+    or builds (and caches) it on first use.
     """
     from rollcli.backends.tiny.backend import TinyBackend, config_from_mapping
 
