@@ -17,6 +17,8 @@ __all__ = ["register"]
 # engines a person can point at a model folder; the tiny sampler adapter (rollcli.eval.engines
 # .tiny) is for programs that hold a sampler, the tiny backend ships no standalone checkpoint
 CLI_ENGINES = ("hf", "vllm")
+# vLLM's dtypes ("auto": the model's; vLLM's CPU build turns fp32 into bf16 unless told)
+VLLM_DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
 def eval_command(
@@ -56,6 +58,16 @@ def eval_command(
         float, typer.Option("--math-deadline", help="Seconds per answer.")
     ] = 10.0,
     tensor_parallel: Annotated[int, typer.Option("--tp", help="vllm: tensor parallel size.")] = 1,
+    enforce_eager: Annotated[
+        bool,
+        typer.Option(
+            "--enforce-eager",
+            help="vllm: no torch.compile or graph capture (starts in seconds; CPU, small runs).",
+        ),
+    ] = False,
+    dtype: Annotated[
+        str, typer.Option("--dtype", help="vllm: auto | float32 | bfloat16 | float16.")
+    ] = "auto",
 ) -> None:
     """Evaluate a model: generate k samples per problem, grade them, report avg@k and pass@k."""
     from rich.console import Console
@@ -94,11 +106,18 @@ def eval_command(
         )
     except (BenchmarkError, ValueError) as error:
         raise RollcliError(str(error)) from error
+    if dtype not in VLLM_DTYPES:
+        raise RollcliError(f"--dtype {dtype!r}: give one of {', '.join(VLLM_DTYPES)}")
     options: dict = {}
     if engine == "hf":
         options = {"gguf_file": gguf_file, "batch_size": batch_size}
     elif engine == "vllm":
-        options = {"seed": seed, "tensor_parallel_size": tensor_parallel}
+        options = {
+            "seed": seed,
+            "tensor_parallel_size": tensor_parallel,
+            "enforce_eager": enforce_eager,
+            "dtype": dtype,
+        }
     out_dir = out or Path("runs") / "eval" / f"{Path(model).name or 'model'}-{engine}"
     console = Console()
     console.print(

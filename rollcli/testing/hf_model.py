@@ -18,8 +18,9 @@ CHAT_TEMPLATE = (
 )
 
 
-def build_tiny_hf_model(folder: Path) -> Path:
-    """A 2-layer Qwen2 + trained BPE tokenizer, saved in HF format under ``folder``."""
+def build_tiny_hf_model(folder: Path, *, hidden_size: int = 32) -> Path:
+    """A 2-layer Qwen2 (2 heads of ``hidden_size / 2``) + trained BPE tokenizer, saved in HF
+    format under ``folder``. vLLM's CPU attention needs a head size >= 32: ``hidden_size=64``."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, Qwen2Config
@@ -45,8 +46,8 @@ def build_tiny_hf_model(folder: Path) -> Path:
     torch.manual_seed(0)
     config = Qwen2Config(
         vocab_size=len(fast),
-        hidden_size=32,
-        intermediate_size=64,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
         num_hidden_layers=2,
         num_attention_heads=2,
         num_key_value_heads=1,

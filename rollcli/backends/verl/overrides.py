@@ -240,7 +240,7 @@ def compile_overrides(job: Mapping[str, Any], paths: VerlPaths) -> list[str]:
     if backend.device == "cpu":
         from rollcli.backends.verl.cpu_settings import cpu_overrides
 
-        o.update(cpu_overrides(multinode=nnodes > 1))
+        o.update(cpu_overrides(multinode=nnodes > 1, rollout_engine=backend.rollout_engine))
     if nnodes == 1:
         # a private Ray cluster: without an address ray.init() joins whatever cluster
         # /tmp/ray/ray_current_cluster names, alive or not (a stale file hangs it for ever);

@@ -94,7 +94,9 @@ def prepare_inputs(job_dir: Path, job: Mapping[str, Any], backend: VerlConfig) -
         _, records = load_records(backend.train_data)
         texts = [f"{q} {a}" for q, a in records[:_TINY_TEXTS]]
         seed = int((job.get("job") or {}).get("seed", 0))
-        model = str(build_tiny_model(root / "model", texts, seed=seed))
+        # vLLM's CPU attention needs head_dim >= 32: 2 heads of 32 instead of 4 of 16
+        heads = {"num_heads": 2, "num_kv_heads": 1} if backend.rollout_engine == "vllm" else {}
+        model = str(build_tiny_model(root / "model", texts, seed=seed, **heads))
     return VerlPaths(
         model=model,
         tokenizer=backend.tokenizer,
@@ -228,31 +230,41 @@ def _set_environment(backend: VerlConfig) -> None:
     if backend.device == "cpu":
         from rollcli.backends.verl.cpu_settings import cpu_environment
 
-        os.environ.update(cpu_environment())
+        os.environ.update(cpu_environment(backend.rollout_engine))
         os.environ.pop("CUDA_VISIBLE_DEVICES", None)
         # registers the cpu platform and hf rollout here too, even if verl was imported already
         import rollcli.backends.verl.cpu_support  # noqa: F401
 
 
-def init_cpu_ray(num_cpus: int = 8) -> None:
+def init_cpu_ray(
+    num_cpus: int = 8, *, rollout_engine: str = "hf", extra_modules: Sequence[str] = ()
+) -> None:
     """Start a private local Ray cluster for CPU jobs (fake GPU, the CPU-path environment).
 
     ``run_train_job`` starts one itself when Ray is not running; call this first to share one
-    cluster between several CPU jobs in one process (tests, the benchmark).
+    cluster between several CPU jobs in one process (tests, the benchmark). Its jobs must use
+    ``rollout_engine`` (``vllm``: vLLM's CPU settings in every actor, Ray on loopback).
+    ``extra_modules`` are loaded by verl in every process after rollcli's CPU support (tests).
     """
     import ray
 
-    from rollcli.backends.verl.cpu_settings import cpu_environment
+    from rollcli.backends.verl.cpu_settings import LOOPBACK, cpu_environment
 
-    env = cpu_environment()
+    env = cpu_environment(rollout_engine)
+    if extra_modules:
+        env["VERL_USE_EXTERNAL_MODULES"] = ",".join(
+            [env["VERL_USE_EXTERNAL_MODULES"], *extra_modules]
+        )
     os.environ.update(env)
     os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+    loopback = {"_node_ip_address": LOOPBACK} if rollout_engine == "vllm" else {}
     ray.init(
         address="local",
         num_cpus=num_cpus,
         num_gpus=1,
         include_dashboard=False,
         runtime_env={"env_vars": env},
+        **loopback,
     )
 
 

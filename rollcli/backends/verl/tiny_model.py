@@ -29,9 +29,14 @@ def build_tiny_model(
     vocab_size: int = 512,
     hidden_size: int = 64,
     num_layers: int = 2,
+    num_heads: int = 4,
+    num_kv_heads: int = 2,
     seed: int = 0,
 ) -> Path:
-    """Train a tokenizer on ``texts``, build a Qwen2 model, save both to ``out_dir`` (idempotent)."""
+    """Train a tokenizer on ``texts``, build a Qwen2 model, save both to ``out_dir`` (idempotent).
+
+    The head dimension is ``hidden_size / num_heads`` (16 by default; vLLM's CPU attention
+    needs >= 32, so its path asks for 2 heads)."""
     out = Path(out_dir)
     if (out / "config.json").is_file() and (out / "tokenizer.json").is_file():
         return out
@@ -65,8 +70,8 @@ def build_tiny_model(
         hidden_size=hidden_size,
         intermediate_size=hidden_size * 2,
         num_hidden_layers=num_layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_kv_heads,
         max_position_embeddings=4096,
         tie_word_embeddings=True,
         eos_token_id=tokenizer.eos_token_id,

