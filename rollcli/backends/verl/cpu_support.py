@@ -7,7 +7,10 @@ Loaded in *every* verl process (driver, task runner, workers, rollout server) th
 * a ``cpu`` platform in verl's ``PlatformRegistry`` (device ``cpu``, gloo, Ray resource ``GPU``:
   Ray is started with fake GPUs so verl's placement groups still find one "GPU" per worker);
 * a fix for the ``cpu:gloo,cpu:gloo`` backend string verl builds for ``init_process_group``;
-* the ``hf`` rollout of :mod:`rollcli.backends.verl.hf_rollout` (transformers in a Ray actor).
+* the ``hf`` rollout of :mod:`rollcli.backends.verl.hf_rollout` (transformers in a Ray actor);
+* with ``rollout_engine: vllm`` (``VLLM_TARGET_DEVICE=cpu``, :data:`~rollcli.backends.verl.
+  cpu_settings.VLLM_CPU_ENVIRONMENT`): the weight-sync fix of
+  :mod:`rollcli.backends.verl.vllm_cpu_fix`, applied when vLLM loads (version-guarded).
 
 :mod:`rollcli.backends.verl.cpu_settings` gives the environment and the verl overrides
 this path needs (REFERENCE.md §5). Nothing here is used on GPUs.
@@ -191,6 +194,10 @@ def _patch_init_process_group() -> None:
 
 def _install() -> None:
     _patch_init_process_group()
+    if os.environ.get("VLLM_TARGET_DEVICE") == "cpu":
+        from rollcli.backends.verl.vllm_cpu_fix import install_import_hook
+
+        install_import_hook()
     try:
         _register_platform()
         from rollcli.backends.verl.hf_rollout import register_hf_rollout
