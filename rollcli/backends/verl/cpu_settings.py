@@ -8,11 +8,21 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MODULE", "LOOPBACK", "VLLM_CPU_ENVIRONMENT", "cpu_environment", "cpu_overrides"]
+__all__ = [
+    "MODULE",
+    "LOOPBACK",
+    "RAY_LOOPBACK_ENVIRONMENT",
+    "VLLM_CPU_ENVIRONMENT",
+    "cpu_environment",
+    "cpu_overrides",
+]
 
 MODULE = "rollcli.backends.verl.cpu_support"
 # verl's vLLM server listens on Ray's node IP: on loopback it stays on this machine
 LOOPBACK = "127.0.0.1"
+# Ray turns a loopback node IP into the machine's routable one, except where it thinks clusters
+# are off (its Windows/macOS default): then the node is 127.0.0.1 (ray._private.services)
+RAY_LOOPBACK_ENVIRONMENT = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
 # vLLM's CPU build (vllm-cpu) inside verl's Ray actors; docs/verl.md "vLLM on CPU"
 VLLM_CPU_ENVIRONMENT = {
@@ -24,8 +34,11 @@ VLLM_CPU_ENVIRONMENT = {
     # the engine core in the server's own process: start-up ~84 s -> 22-37 s on 2 cores
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     "VLLM_TARGET_DEVICE": "cpu",
+    # vLLM's own sockets (the engine core's message queue) on loopback too
+    "VLLM_HOST_IP": LOOPBACK,
     "VLLM_NO_USAGE_STATS": "1",
     "VLLM_DO_NOT_TRACK": "1",
+    **RAY_LOOPBACK_ENVIRONMENT,
 }
 
 

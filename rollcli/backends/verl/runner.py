@@ -13,6 +13,7 @@ end) and metrics rows reach ``callbacks`` by tailing ``metrics.jsonl``.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -232,8 +233,26 @@ def _set_environment(backend: VerlConfig) -> None:
 
         os.environ.update(cpu_environment(backend.rollout_engine))
         os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        if backend.rollout_engine == "vllm" and not _ray_running():
+            _ray_on_loopback()  # verl's ray.init starts the node
         # registers the cpu platform and hf rollout here too, even if verl was imported already
         import rollcli.backends.verl.cpu_support  # noqa: F401
+
+
+def _ray_on_loopback() -> None:
+    """Make the next local Ray node 127.0.0.1 (RAY_LOOPBACK_ENVIRONMENT), also when Ray was
+    imported before the environment said so (it reads the flag once, at import)."""
+    from rollcli.backends.verl.cpu_settings import RAY_LOOPBACK_ENVIRONMENT
+
+    os.environ.update(RAY_LOOPBACK_ENVIRONMENT)
+    constants = sys.modules.get("ray._private.ray_constants")
+    if constants is not None:
+        constants.ENABLE_RAY_CLUSTER = False
+
+
+def _ray_running() -> bool:
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
 
 
 def init_cpu_ray(
