@@ -10,19 +10,12 @@ from typing import Any
 
 __all__ = [
     "MODULE",
-    "LOOPBACK",
-    "RAY_LOOPBACK_ENVIRONMENT",
     "VLLM_CPU_ENVIRONMENT",
     "cpu_environment",
     "cpu_overrides",
 ]
 
 MODULE = "rollcli.backends.verl.cpu_support"
-# verl's vLLM server listens on Ray's node IP: on loopback it stays on this machine
-LOOPBACK = "127.0.0.1"
-# Ray turns a loopback node IP into the machine's routable one, except where it thinks clusters
-# are off (its Windows/macOS default): then the node is 127.0.0.1 (ray._private.services)
-RAY_LOOPBACK_ENVIRONMENT = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 
 # vLLM's CPU build (vllm-cpu) inside verl's Ray actors; docs/verl.md "vLLM on CPU"
 VLLM_CPU_ENVIRONMENT = {
@@ -34,11 +27,8 @@ VLLM_CPU_ENVIRONMENT = {
     # the engine core in the server's own process: start-up ~84 s -> 22-37 s on 2 cores
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     "VLLM_TARGET_DEVICE": "cpu",
-    # vLLM's own sockets (the engine core's message queue) on loopback too
-    "VLLM_HOST_IP": LOOPBACK,
     "VLLM_NO_USAGE_STATS": "1",
     "VLLM_DO_NOT_TRACK": "1",
-    **RAY_LOOPBACK_ENVIRONMENT,
 }
 
 
@@ -78,7 +68,7 @@ def cpu_overrides(
 ) -> dict[str, Any]:
     """verl overrides of the CPU path: fp32 eager FSDP2 on gloo, fake GPUs for Ray, and the
     rollouts of ``rollout_engine`` (``hf``: transformers in a Ray actor; ``vllm``: vLLM's CPU
-    build through verl's async server, on a loopback Ray node).
+    build through verl's async server).
 
     One node: a private local Ray cluster with one fake GPU. ``multinode``: the job's Ray
     cluster (``RAY_ADDRESS``, started by rollcli.launch.ray_bootstrap with the fake GPUs), which
@@ -121,8 +111,6 @@ def cpu_overrides(
                 "+ray_kwargs.ray_init.include_dashboard": False,
             }
         )
-        if rollout_engine == "vllm":
-            overrides["+ray_kwargs.ray_init._node_ip_address"] = LOOPBACK
     for key, value in env.items():
         overrides[f"+ray_kwargs.ray_init.runtime_env.env_vars.{key}"] = value
     return overrides

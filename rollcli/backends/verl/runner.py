@@ -13,7 +13,6 @@ end) and metrics rows reach ``callbacks`` by tailing ``metrics.jsonl``.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -233,26 +232,8 @@ def _set_environment(backend: VerlConfig) -> None:
 
         os.environ.update(cpu_environment(backend.rollout_engine))
         os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-        if backend.rollout_engine == "vllm" and not _ray_running():
-            _ray_on_loopback()  # verl's ray.init starts the node
         # registers the cpu platform and hf rollout here too, even if verl was imported already
         import rollcli.backends.verl.cpu_support  # noqa: F401
-
-
-def _ray_on_loopback() -> None:
-    """Make the next local Ray node 127.0.0.1 (RAY_LOOPBACK_ENVIRONMENT), also when Ray was
-    imported before the environment said so (it reads the flag once, at import)."""
-    from rollcli.backends.verl.cpu_settings import RAY_LOOPBACK_ENVIRONMENT
-
-    os.environ.update(RAY_LOOPBACK_ENVIRONMENT)
-    constants = sys.modules.get("ray._private.ray_constants")
-    if constants is not None:
-        constants.ENABLE_RAY_CLUSTER = False
-
-
-def _ray_running() -> bool:
-    ray = sys.modules.get("ray")
-    return ray is not None and ray.is_initialized()
 
 
 def init_cpu_ray(
@@ -262,12 +243,12 @@ def init_cpu_ray(
 
     ``run_train_job`` starts one itself when Ray is not running; call this first to share one
     cluster between several CPU jobs in one process (tests, the benchmark). Its jobs must use
-    ``rollout_engine`` (``vllm``: vLLM's CPU settings in every actor, Ray on loopback).
+    ``rollout_engine`` (``vllm``: vLLM's CPU settings in every actor).
     ``extra_modules`` are loaded by verl in every process after rollcli's CPU support (tests).
     """
     import ray
 
-    from rollcli.backends.verl.cpu_settings import LOOPBACK, cpu_environment
+    from rollcli.backends.verl.cpu_settings import cpu_environment
 
     env = cpu_environment(rollout_engine)
     if extra_modules:
@@ -276,14 +257,12 @@ def init_cpu_ray(
         )
     os.environ.update(env)
     os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-    loopback = {"_node_ip_address": LOOPBACK} if rollout_engine == "vllm" else {}
     ray.init(
         address="local",
         num_cpus=num_cpus,
         num_gpus=1,
         include_dashboard=False,
         runtime_env={"env_vars": env},
-        **loopback,
     )
 
 
