@@ -21,10 +21,11 @@ MODULE = "rollcli.backends.verl.cpu_support"
 VLLM_CPU_ENVIRONMENT = {
     # GiB of KV cache (vLLM's CPU default is 4 GiB per engine; a tiny model needs a few MB)
     "VLLM_CPU_KVCACHE_SPACE": "1",
-    # vLLM binds its OpenMP threads to cores by default: in a Ray actor that shares the machine
-    # with the FSDP worker that fails or oversubscribes; the OS schedules them instead
+    # vLLM binds its OpenMP threads to cores by default, against the FSDP worker and the other
+    # actors sharing them (the issue-25 probe needed nobind inside Ray actors)
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
-    # the engine core in the server's own process: start-up ~84 s -> 22-37 s on 2 cores
+    # the `LLM` class's engine core in its caller's process (start-up ~84 s -> 22-37 s in the
+    # probe); verl's AsyncLLM server keeps its own engine-core process regardless
     "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
     "VLLM_TARGET_DEVICE": "cpu",
     "VLLM_NO_USAGE_STATS": "1",

@@ -163,3 +163,47 @@ def test_eval_jobs_keep_every_checkpoint():
     job["eval"] = {**job["eval"], "jobs": True}
     kept = [line for line in compile_overrides(job, PATHS) if "max_actor_ckpt_to_keep" in line]
     assert kept == ["trainer.max_actor_ckpt_to_keep=null"]
+
+
+def vllm_cpu_job() -> dict:
+    job = cpu_job()
+    job["backend"]["rollout_engine"] = "vllm"
+    return job
+
+
+def test_vllm_on_cpu_overrides():
+    """vLLM's CPU build through verl's server: no sleep mode, fp32, a small sync bucket, the
+    engine's log-probs, vLLM's CPU settings in every Ray actor; the hf path is unchanged."""
+    lines = compile_overrides(vllm_cpu_job(), PATHS)
+    for line in (
+        "actor_rollout_ref.rollout.name='vllm'",
+        "+actor_rollout_ref.rollout.enable_sleep_mode=false",
+        "actor_rollout_ref.rollout.dtype='float32'",
+        "actor_rollout_ref.rollout.checkpoint_engine.update_weights_bucket_megabytes=64",
+        "actor_rollout_ref.rollout.calculate_log_probs=true",
+        "actor_rollout_ref.rollout.enforce_eager=true",
+        "+ray_kwargs.ray_init.runtime_env.env_vars.VLLM_CPU_OMP_THREADS_BIND='nobind'",
+        "+ray_kwargs.ray_init.runtime_env.env_vars.VLLM_CPU_KVCACHE_SPACE='1'",
+        "+ray_kwargs.ray_init.runtime_env.env_vars.VLLM_TARGET_DEVICE='cpu'",
+    ):
+        assert line in lines, line
+    hf = compile_overrides(cpu_job(), PATHS)
+    assert not [line for line in hf if "VLLM" in line or "enable_sleep_mode" in line]
+
+
+def test_vllm_on_cpu_is_one_node():
+    from rollcli.backends.verl.cpu_settings import cpu_overrides
+
+    with pytest.raises(ValueError, match="one node"):
+        cpu_overrides(multinode=True, rollout_engine="vllm")
+
+
+@needs_verl
+def test_vllm_on_cpu_overrides_compose_with_verls_config():
+    from rollcli.backends.verl.runner import compose_config
+
+    config = compose_config(compile_overrides(vllm_cpu_job(), PATHS))
+    rollout = config.actor_rollout_ref.rollout
+    assert rollout.name == "vllm" and rollout.enable_sleep_mode is False
+    assert rollout.checkpoint_engine.update_weights_bucket_megabytes == 64
+    assert rollout.dtype == "float32" and rollout.free_cache_engine is False
