@@ -136,16 +136,17 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return build_tiny_hf_model(tmp_path_factory.mktemp("tiny-model"))
 
 
-# The weight sync's check (rollcli.backends.verl.agreement), calibrated on working syncs
-# (docs/LOG.md 2026-12-02, vLLM on CPU): the engine's token probabilities against the actor's.
+# The weight sync's check (rollcli.backends.verl.agreement): the engine's token probabilities
+# against the actor's. With a working sync the correlation is ~0.9988 (numerics; docs/LOG.md
+# 2026-12-02, vLLM on CPU); one skipped sync at the tests' lr must fall below the bound. The
+# largest difference is reported, not bounded: it grows with how peaked the policy is.
 MIN_PROBS_CORR = 0.99
-MAX_PROBS_DIFF = 1e-3
 
 
 def _check_rollout_agreement(rows: list[dict]) -> list[float]:
     """Every training step's rows generated with the last synced weights agree with the actor
-    (Pearson correlation of the token probabilities >= MIN_PROBS_CORR, largest difference <=
-    MAX_PROBS_DIFF); returns the correlations, step by step."""
+    (Pearson correlation of the token probabilities >= MIN_PROBS_CORR); returns the
+    correlations, step by step."""
     steps = [r for r in rows if r["step"] > 0]
     assert steps, "no training step"
     corrs = []
@@ -153,8 +154,10 @@ def _check_rollout_agreement(rows: list[dict]) -> list[float]:
         where = f"step {row['step']}"
         assert row.get("train/rollout_agreement_rows", 0) > 0, f"{where}: no rows to compare"
         corr, diff = row["train/rollout_actor_probs_corr"], row["train/rollout_probs_diff_max"]
-        assert corr >= MIN_PROBS_CORR, f"{where}: engine vs actor probabilities correlate {corr}"
-        assert diff <= MAX_PROBS_DIFF, f"{where}: engine vs actor probabilities differ by {diff}"
+        assert corr >= MIN_PROBS_CORR, (
+            f"{where}: engine vs actor token probabilities correlate {corr} (largest difference "
+            f"{diff}): the engine did not sample with the actor's weights"
+        )
         corrs.append(corr)
     return corrs
 
