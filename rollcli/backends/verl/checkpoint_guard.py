@@ -4,7 +4,9 @@ verl 0.9.1 reads its own checkpoints with ``torch.load(..., weights_only=False)`
 optimizer, extra state, dataloader): any callable named in those pickles runs on resume. Run
 folders sit on shared cluster file systems, so before a verl job resumes, every ``*.pt`` of the
 checkpoint it will resume from is scanned *statically* (``pickletools``: opcodes are read, never
-executed) and every global it names must be on an explicit allowlist of exact
+executed) — every pickle torch would unpickle, found the way ``torch.load`` finds them (zip or
+not by the first four bytes; all five pickles of the legacy format; polyglots refused) — and
+every global it names must be on an explicit allowlist of exact
 ``(module, name)`` pairs — the tensor, storage, DTensor and container rebuilders verl's
 checkpoints use, nothing by module prefix. A file that names anything else, that cannot be
 scanned, or that uses old protocols' arbitrary-instance opcodes is refused with
@@ -13,7 +15,9 @@ scanned, or that uses old protocols' arbitrary-instance opcodes is refused with
 
 from __future__ import annotations
 
+import contextlib
 import pickletools
+import tarfile
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -118,15 +122,41 @@ def pickle_globals(data: bytes) -> set[tuple[str, str]]:
     return found
 
 
+_ZIP_MAGIC = b"PK\x03\x04"  # torch.serialization._is_zipfile: the first four bytes decide
+_LEGACY_PICKLES = 5  # magic number, protocol version, sys info, the object, storage keys
+
+
 def _pickles_of(path: Path) -> Iterable[tuple[str, bytes]]:
-    """The pickles inside a ``torch.save`` file (zip format: ``*/data.pkl``; else the file)."""
-    if zipfile.is_zipfile(path):
+    """Every pickle ``torch.load`` would unpickle from ``path``, found the way torch finds them.
+
+    torch decides zip-or-not by the first four bytes alone (``zipfile.is_zipfile`` looks for a
+    central directory anywhere, so a pickle with a genuine zip appended fooled it): a zip file
+    yields every ``.pkl`` member (duplicate names included); any other file is torch's legacy
+    format, five pickles in a row (the third onwards used to go unread). Legacy files that
+    also hold a zip archive (polyglots) and the pre-1.0 tar format are refused outright.
+    """
+    with path.open("rb") as f:
+        head = f.read(len(_ZIP_MAGIC))
+    if head == _ZIP_MAGIC:
         with zipfile.ZipFile(path) as archive:
-            for member in archive.namelist():
-                if member.endswith(".pkl"):
-                    yield f"{path}:{member}", archive.read(member)
-    else:
-        yield str(path), path.read_bytes()
+            for info in archive.infolist():
+                if info.filename.endswith(".pkl"):
+                    with archive.open(info) as member:
+                        yield f"{path}:{info.filename}", member.read()
+        return
+    if zipfile.is_zipfile(path):
+        raise ValueError("a legacy (non-zip) torch file that also holds a zip archive")
+    with contextlib.suppress(tarfile.TarError, OSError), path.open("rb") as f:
+        with tarfile.open(fileobj=f, mode="r:", format=tarfile.PAX_FORMAT):
+            raise ValueError("the pre-1.0 tar checkpoint format (torch unpickles its members)")
+    with path.open("rb") as f:
+        for index in range(_LEGACY_PICKLES):
+            start = f.tell()
+            for _ in pickletools.genops(f):  # stops right after this pickle's STOP
+                pass
+            end = f.tell()
+            f.seek(start)
+            yield f"{path}:pickle {index + 1}", f.read(end - start)
 
 
 def check_checkpoint_dir(folder: str | Path, allowed: frozenset = ALLOWED_GLOBALS) -> int:
@@ -138,7 +168,11 @@ def check_checkpoint_dir(folder: str | Path, allowed: frozenset = ALLOWED_GLOBAL
     for path in sorted(Path(folder).rglob("*")):
         if path.suffix not in (".pt", ".pth", ".bin") or not path.is_file():
             continue
-        for where, data in _pickles_of(path):
+        try:
+            pickles = list(_pickles_of(path))
+        except Exception as error:  # noqa: BLE001 - unscannable means unsafe
+            raise UnsafeCheckpointError(f"{path}: cannot be checked ({error})") from error
+        for where, data in pickles:
             try:
                 names = pickle_globals(data)
             except Exception as error:  # noqa: BLE001 - unscannable means unsafe
