@@ -107,6 +107,7 @@ def test_bwrap_command_line():
         "--disable-userns",
         "--die-with-parent",
     ]
+    assert "--as-pid-1" in argv  # no bwrap reaper inside: the runner is pid 1 (issue 26)
     assert "--ro-bind /usr /usr" in text and "--bind " not in text  # nothing writable from the host
     assert f"--size {64 << 20} --perms 1777 --tmpfs /tmp" in text
     assert f"--size {32 << 20} --perms 1777 --tmpfs /dev/shm" in text

@@ -146,9 +146,12 @@ def _pickles_of(path: Path) -> Iterable[tuple[str, bytes]]:
         return
     if zipfile.is_zipfile(path):
         raise ValueError("a legacy (non-zip) torch file that also holds a zip archive")
-    with contextlib.suppress(tarfile.TarError, OSError), path.open("rb") as f:
-        with tarfile.open(fileobj=f, mode="r:", format=tarfile.PAX_FORMAT):
-            raise ValueError("the pre-1.0 tar checkpoint format (torch unpickles its members)")
+    with (
+        contextlib.suppress(tarfile.TarError, OSError),
+        path.open("rb") as f,
+        tarfile.open(fileobj=f, mode="r:", format=tarfile.PAX_FORMAT),
+    ):
+        raise ValueError("the pre-1.0 tar checkpoint format (torch unpickles its members)")
     with path.open("rb") as f:
         for index in range(_LEGACY_PICKLES):
             start = f.tell()

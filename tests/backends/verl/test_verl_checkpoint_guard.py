@@ -104,16 +104,18 @@ def test_every_member_of_a_zip_is_read_duplicates_included(tmp_path):
     with warnings.catch_warnings(), zipfile.ZipFile(path, "a") as archive:
         warnings.simplefilter("ignore")  # "Duplicate name": exactly the point
         archive.writestr(name, pickle.dumps(_Exploit(tmp_path / "pwned")))
-    with zipfile.ZipFile(path) as archive:
-        with archive.open(name) as member:  # the last of the duplicates: a genuine one first
-            assert b"system" in member.read()
+    with zipfile.ZipFile(path) as archive, archive.open(name) as member:
+        assert b"system" in member.read()  # the last of the duplicates: a genuine one first
     bad = tmp_path / "bad"
     bad.mkdir()
-    with zipfile.ZipFile(path) as source, zipfile.ZipFile(bad / "x.pt", "w") as target:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for info in reversed(source.infolist()):  # the malicious duplicate first
-                target.writestr(info, source.open(info).read())
+    with (
+        zipfile.ZipFile(path) as source,
+        zipfile.ZipFile(bad / "x.pt", "w") as target,
+        warnings.catch_warnings(),
+    ):
+        warnings.simplefilter("ignore")
+        for info in reversed(source.infolist()):  # the malicious duplicate first
+            target.writestr(info, source.open(info).read())
     for folder in (tmp_path, bad):
         with pytest.raises(UnsafeCheckpointError, match="system"):
             check_checkpoint_dir(folder)

@@ -30,7 +30,9 @@ Two ways to run it:
   then reads one job per line (``{"id", "code", "inputs", ...}``), answers each test with a row
   carrying ``"j": id``, and ends every job with ``{"j": id, "end": true, "cpu_s": ...}`` after
   wiping what the solution left behind (``/tmp``, ``/dev/shm``, System V IPC objects,
-  keyrings; every process is already dead), so one solution never sees another's files. A line
+  keyrings; every process is already dead), so one solution never sees another's files.
+  The end row also says how many processes the sandbox holds (``procs``: the runner, which is
+  the sandbox's pid 1, and its zygote); the host replaces a worker that holds more. A line
   ``{"stop": id}`` ends that job before its next test (the host found a wrong answer). A job
   with ``stop_on_failure`` also ends at its first test that does not exit cleanly.
 """
@@ -50,6 +52,14 @@ import sys
 import time
 
 PR_SET_DUMPABLE = 4
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+# the system calls that reach into another process of the same uid, refused to every test with
+# EPERM: ptrace, process_vm_readv/writev, kcmp, pidfd_open/getfd, process_madvise
+_SECCOMP = {  # machine: (AUDIT_ARCH_*, its numbers, whether the x32 ABI exists)
+    "x86_64": (0xC000003E, (101, 310, 311, 312, 434, 438, 440), True),
+    "aarch64": (0xC00000B7, (117, 270, 271, 272, 434, 438, 440), False),
+}.get(os.uname().machine)
 PRELOAD = [
     "string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random",
     "statistics", "itertools", "functools", "operator", "typing", "fractions", "decimal", "array",
@@ -65,7 +75,8 @@ HEADER = (
     "datetime, collections, heapq, bisect, copy, math, random, statistics, itertools, functools, "
     "operator, io, sys, json\nsys.setrecursionlimit(50000)\n"
 )  # LiveCodeBench's import header
-ASSERT_DONE = b"\x01rollcli-assert-done"  # written after an assert-mode program ran to its end
+ASSERT_DONE = b"\x01rollcli-assert-done"  # + the test's nonce, after an assert program's end
+_NONCE_BYTES = 16
 _KEYCTL = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)  # keyctl's syscall number
 _KEYCTL_CLEAR = 7
 _KEYRINGS = (-3, -4, -5)  # session, user, user-session
@@ -129,12 +140,48 @@ def _zygote_cpu():
     return own.ru_utime + own.ru_stime + tests.ru_utime + tests.ru_stime
 
 
+def seccomp_program(audit_arch, numbers, x32):
+    """A classic-BPF seccomp filter: the native ABI's ``numbers`` (and every call of another
+    ABI: i386 via ``int 0x80``, x32) fail with EPERM, everything else is allowed."""
+    load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, JGE|K, RET|K
+    allow, eperm = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    program = [(load, 0, 0, 4), (jeq, 1, 0, audit_arch), (ret, 0, 0, eperm), (load, 0, 0, 0)]
+    if x32:
+        program += [(jge, 0, 1, 0x40000000), (ret, 0, 0, eperm)]
+    for number in numbers:
+        program += [(jeq, 0, 1, number), (ret, 0, 0, eperm)]
+    program.append((ret, 0, 0, allow))
+    return b"".join(struct.pack("=HBBI", *instruction) for instruction in program)
+
+
+def install_seccomp():
+    """Refuse, in this process and everything it forks, the calls that reach another process
+    (see ``_SECCOMP``); False on a machine with no table here (then only the uid, dumpable and
+    pid-namespace layers stand)."""
+    if _SECCOMP is None:
+        return False
+    code = seccomp_program(*_SECCOMP)
+    buffer = ctypes.create_string_buffer(code, len(code))
+
+    class Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = Fprog(len(code) // 8, ctypes.addressof(buffer))
+    if _LIBC.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+    if _LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
+    return True
+
+
 def zygote_main(channels, limits, requests, replies):
     """The zygote's life: wire a test's descriptors once, then fork one child per request.
 
     Requests: ``j`` + length + JSON ``{code, mode, func_name}`` (a new solution: compile it,
-    answer ``c`` + length + the compile error or nothing), ``g`` (run the next test: fork,
-    answer with the pid, wait, answer with the status and CPU). EOF: exit.
+    answer ``c`` + length + the compile error or nothing), ``g`` + the test's nonce (run the
+    next test: fork, answer with the pid, wait, answer with the status and CPU). EOF: exit.
+    The zygote puts itself under the seccomp filter first: no test can trace, read or write
+    another process, the runner (the sandbox's pid 1) included.
     """
     try:
         os.dup2(requests, _ZYGOTE_FDS[0])
@@ -154,6 +201,7 @@ def zygote_main(channels, limits, requests, replies):
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
         base = {"__builtins__": __builtins__}
         exec(HEADER, base)  # trusted: binds stdin/stdout/stderr to the wrappers above
+        install_seccomp()
         gc.collect()
         gc.freeze()  # a test's garbage collections never walk (and copy) these objects
         libc = ctypes.PyDLL(None, use_errno=True)  # PyDLL: the GIL stays held across fork()
@@ -174,9 +222,10 @@ def zygote_main(channels, limits, requests, replies):
                     code, problem = None, f"compile: {type(error).__name__}: {error}"[:500].encode()
                 _write_all(replies, b"c" + struct.pack("=I", len(problem)) + problem)
                 continue
+            nonce = _read_exact(requests, _NONCE_BYTES)
             pid = fork()
             if pid == 0:
-                run_test_child(job, code, base)
+                run_test_child(job, code, base, nonce)
             _write_all(replies, struct.pack("=i", pid))
             if pid < 0:  # no process left for a test (the pids limit): the runner reports it
                 continue
@@ -190,21 +239,30 @@ def _set_oom_score(value):
     """Raise this process's ``oom_score_adj`` (allowed without privileges; lowering is not).
 
     A non-dumpable process cannot write its own ``/proc/self`` files: the test's child, which
-    inherits the flag, becomes dumpable first (only the test's own processes could then trace
-    it, and its core limit is 0); the runner and the zygote stay non-dumpable."""
+    inherits the flag, is dumpable just for this write and non-dumpable again before any
+    untrusted code runs; the runner and the zygote stay non-dumpable throughout."""
     _LIBC.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
-    with contextlib.suppress(OSError):
+    try:
         fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY)
         try:
             os.write(fd, str(value).encode())
         finally:
             os.close(fd)
+    except OSError:
+        pass
+    finally:
+        _LIBC.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
-def run_test_child(job, code, base):
-    """In the forked child: close the zygote's pipes, limit CPU, run the untrusted code."""
+def run_test_child(job, code, base, nonce):
+    """In the forked child: close the zygote's pipes, limit CPU, run the untrusted code.
+
+    Only functional and assert tests keep the result memfd (fd 3); an assert test's end marker
+    carries this test's ``nonce``, so a program that writes the marker and exits early does not
+    pass (the nonce is in this process's memory: a program that searches its own memory for it
+    can still fake its own verdict, see docs/eval.md; it can reach no other)."""
     try:
-        os.closerange(4, 1 << 16)
+        os.closerange(3 if job["mode"] == "stdin" else 4, 1 << 16)
         _set_oom_score(1000)  # memfd pages are not a process's RSS: the OOM killer takes the test
         if job.get("pidns") is False:
             os.setpgid(0, 0)  # weak isolation: the runner kills the test's process group
@@ -222,7 +280,7 @@ def run_test_child(job, code, base):
             os._exit(0)
         exec(code, base)
         if mode == "assert":  # the program (tests included) ran to its end
-            data = ASSERT_DONE
+            data = ASSERT_DONE + nonce
         else:
             text = os.pread(0, os.fstat(0).st_size, 0).decode("utf-8", "surrogateescape")
             args = [json.loads(line) for line in text.split("\n") if line.strip()]
@@ -323,11 +381,11 @@ class Zygote:
             return "the sandbox's test process answered garbage"
         return problem.decode("utf-8", "replace")
 
-    def run(self, timeout_s, sweep):
+    def run(self, timeout_s, sweep, nonce):
         """One test: returns ``(exit status or None, timed out)``; ``sweep`` kills every
         process of the test (the zygote's replies come after it reaped the test's child)."""
         try:
-            _write_all(self.requests, b"g")
+            _write_all(self.requests, b"g" + nonce)
             (pid,) = struct.unpack("=i", self._read(4, _ZYGOTE_REPLY_S))
         except (ZygoteGone, OSError) as error:
             raise ZygoteGone(str(error)) from error
@@ -373,7 +431,17 @@ class Runner:
                     os.kill(victim, signal.SIGKILL)
                     alive += _alive(victim)
             if not alive:
-                return
+                break
+        self.reap(keep)
+
+    def reap(self, keep):
+        """Wait out the zombies re-parented to us: the runner is the sandbox's pid 1, and an
+        unreaped zombie still counts in the pids cgroup (the zygote is waited for by its own
+        handle, so it is left alone)."""
+        for name in os.listdir("/proc"):
+            if name.isdigit() and int(name) not in keep:
+                with contextlib.suppress(OSError):
+                    os.waitpid(int(name), os.WNOHANG)
 
     def cpu_seconds(self):
         """User + system CPU of this runner, its zygotes and every test they ran."""
@@ -400,8 +468,9 @@ class Runner:
     def run_test(self, job, index, test_input):
         """Run one test and collect its row."""
         self.channels.reset(test_input)
+        nonce = os.urandom(_NONCE_BYTES)
         try:
-            exit_status, timed_out = self.zygote.run(job["timeout_s"], self.sweep)
+            exit_status, timed_out = self.zygote.run(job["timeout_s"], self.sweep, nonce)
         except ZygoteGone:
             self.sweep(0)
             self.zygote.replace()  # raises (and so ends this sandbox) when that fails too
@@ -433,7 +502,7 @@ class Runner:
                 )
             elif os.WEXITSTATUS(exit_status) != 0:
                 status, error = "error", (tail[-1] if tail else f"exit status {exit_status}")
-            elif job["mode"] == "assert" and out != ASSERT_DONE:
+            elif job["mode"] == "assert" and out != ASSERT_DONE + nonce:
                 status, error = "error", "the program exited before its tests finished"
             else:
                 status = "ok"
@@ -558,10 +627,14 @@ def serve(runner, reader, workdir):
 
         started = time.monotonic()
         runner.run_job(job, should_stop)
+        runner.sweep(0)
         clean_between_jobs(runner.pidns, workdir)
         reader.stopped.discard(job["id"])
         seconds = round(time.monotonic() - started, 4)
-        runner.results.emit({"end": True, "seconds": seconds, "cpu_s": runner.cpu_seconds()})
+        end = {"end": True, "seconds": seconds, "cpu_s": runner.cpu_seconds()}
+        if runner.pidns:  # the host restarts the worker unless only we two are left
+            end["procs"] = sum(1 for name in os.listdir("/proc") if name.isdigit())
+        runner.results.emit(end)
         runner.results.job_id = None
 
 

@@ -9,7 +9,8 @@ also the home and current directory) and ``/dev/shm``; ``/var/tmp`` and ``/run/l
 ``/tmp``. Everything else — project data, benchmark files, home directories, ``/etc``, this
 package's own files — does not exist inside. The root, ``/dev`` and the hidden folders are
 remounted read-only; nested user namespaces are refused (``--disable-userns``); the sandbox
-dies with its parent. Nothing the sandbox writes reaches the host's disk.
+dies with its parent. The command itself is the pid namespace's init (``--as-pid-1``): no
+bubblewrap process that a solution could trace is left inside. Nothing the sandbox writes reaches the host's disk.
 
 :func:`bwrap_argv` is a pure function (tested against a golden file); :func:`check_bwrap` runs
 it once on ``/bin/true``-like work and caches why it fails, if it does.
@@ -98,7 +99,10 @@ def bwrap_argv(
     """The full ``bwrap ... -- command`` argv (pure: the same inputs give the same list)."""
     prefix = _prefix(python)
     argv = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent"]
-    argv += ["--new-session", "--hostname", "sandbox", "--cap-drop", "ALL"]
+    # --as-pid-1: the command (our non-dumpable runner) is the pid namespace's init, not bwrap's
+    # own reaper, which runs as the sandbox's uid, is dumpable and holds the result pipe: a
+    # solution could ptrace it and write a forged result row through it (issue 26)
+    argv += ["--as-pid-1", "--new-session", "--hostname", "sandbox", "--cap-drop", "ALL"]
     argv += ["--ro-bind", "/usr", "/usr"]
     for name in ("bin", "lib", "lib64", "lib32", "sbin"):
         target = f"/{name}"

@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 
 LAUNCH_SOURCE = Path(__file__).with_name("_launch.py").read_text("utf-8")
 _UID_RANGE = (1_000_000, 2_000_000_000)
-_PID_OVERHEAD = 4  # bwrap, its pid-1 reaper, the runner, and one spare
+_PID_OVERHEAD = 4  # bwrap, the runner (the sandbox's pid 1), its zygote, and one spare
 _warned: set[str] = set()
 
 

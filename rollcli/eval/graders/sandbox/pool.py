@@ -22,8 +22,9 @@ and get a :class:`concurrent.futures.Future` of a :class:`SandboxRun`. The dispa
   **per-rollout** one (``rollout_timeout_s`` for a whole solution); a worker past either is
   killed with everything in it and replaced, its job resolved with what it had
   (``killed_reason``), and a job queued behind it moved to another worker;
-* replaces workers that die (a solution that kills its runner, the OOM killer) and gives up
-  with :class:`SandboxUnavailable` on every pending job after repeated failed starts.
+* replaces workers that die (a solution that kills its runner, the OOM killer) or that still
+  hold a process of a finished job (see :meth:`SandboxPool._survivor`), and gives up with
+  :class:`SandboxUnavailable` on every pending job after repeated failed starts.
 """
 
 from __future__ import annotations
@@ -431,6 +432,11 @@ class SandboxPool:
                 worker.cpu_s = float(cpu)
             worker.tasks.popleft()
             self._resolve(task)
+            survivor = self._survivor(worker, row)
+            if survivor is not None:  # the next job goes to a fresh worker
+                for queued in worker.tasks:
+                    queued.started = None
+                return survivor
             if worker.tasks:
                 worker.tasks[0].started = now
             return None
@@ -448,6 +454,24 @@ class SandboxPool:
             task.run.stopped_early = True
             self._resolve(task)
             self._queue_bytes(worker, b'{"stop": %d}\n' % task.job_id)
+        return None
+
+    def _survivor(self, worker: _Worker, end: dict) -> str | None:
+        """Why the worker must not serve another job: a process of the last one is alive.
+
+        The runner (the sandbox's pid 1) and its zygote are all a worker holds between jobs;
+        the runner counts its pid namespace, and when no job is queued behind (nothing may be
+        starting) the host counts the worker's cgroup too: bubblewrap, runner, zygote."""
+        if not worker.sandbox.isolation.get("bwrap"):
+            return None
+        procs = end.get("procs")
+        if not isinstance(procs, int) or procs > 2:
+            return f"a process outlived its job ({procs} in the sandbox)"
+        cgroup = worker.sandbox.cgroup
+        if cgroup is not None and not worker.tasks:
+            with contextlib.suppress(OSError):
+                if len(found := cgroup.pids()) > 3:
+                    return f"a process outlived its job ({len(found)} in its cgroup)"
         return None
 
     def _resolve(self, task: _Task) -> None:
