@@ -18,8 +18,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rollcli.store.atomic import append_jsonl, read_jsonl_lenient, rewrite_jsonl
+from rollcli.store.datafile import DataFileError
 from rollcli.store.folders import JobFolder
-from rollcli.train.checkpoint import load_latest_checkpoint, save_checkpoint
+from rollcli.train.checkpoint import Checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
 from rollcli.train.drive import drive_loop
 from rollcli.train.loop import TrainLoop
 
@@ -95,34 +96,93 @@ class DrainWatch:
 
 
 def _resume(loop: TrainLoop, folder: JobFolder) -> int | None:
-    """Load the newest readable checkpoint into the loop and cut later metrics rows; its step,
-    or None (a fresh start).
+    """Load the newest checkpoint that reads back whole and passes :func:`_check_checkpoint`
+    into the loop and cut later metrics rows; its step, or None (a fresh start).
 
-    The metrics of steps 0..N must all be there for checkpoint N: a deleted, truncated or
-    damaged ``metrics.jsonl`` (rows missing, a line that is not JSON) cannot be rebuilt from the
-    checkpoint, so the job restarts from step 0 with a one-line notice (checkpoints removed).
+    A checkpoint is a file anyone with access to the run folder may have edited: one whose
+    fields do not fit the job (a step past ``budget.steps``, counters that disagree, prompts
+    outside the pool) or whose states the loop refuses is skipped with a one-line warning, and
+    the previous one is used. The metrics of steps 0..N must all be there for checkpoint N: a
+    deleted, truncated or damaged ``metrics.jsonl`` (rows missing, a line that is not JSON)
+    cannot be rebuilt from the checkpoint, so the job restarts from step 0 with a one-line
+    notice (checkpoints removed).
     """
-    ckpt = load_latest_checkpoint(folder.path)
     rows, problems = read_jsonl_lenient(folder.metrics)
-    if ckpt is None:
+    for _, path in reversed(list_checkpoints(folder.path)):
+        try:
+            ckpt = load_checkpoint(path)
+            _check_checkpoint(ckpt, loop)
+        except DataFileError as error:
+            log.warning("skipping checkpoint %s: %s", path, error)
+            continue
+        kept = [row for row in rows if _step(row) is not None and _step(row) <= ckpt.step]
+        steps = sorted(_step(row) for row in kept)  # bounded by the rows, not by the step
+        if len(steps) != ckpt.step + 1 or steps != list(range(len(steps))):
+            damage = (
+                problems[0]
+                if problems
+                else f"{folder.metrics}: rows of steps 0..{ckpt.step} missing"
+            )
+            break  # the rows of this checkpoint are gone: nothing older has them either
+        try:
+            loop.allocator.load_state_dict(ckpt.allocator)
+            loop.backend.load_state_dict(ckpt.backend)
+            loop.load_state_dict(ckpt.loop)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as error:
+            log.warning("skipping checkpoint %s: its state does not load (%s)", path, error)
+            continue
+        if len(kept) != len(rows) or problems:
+            rewrite_jsonl(folder.metrics, kept)
+        return ckpt.step
+    else:
         if folder.metrics.exists():  # a run that died before its first checkpoint starts over
             rewrite_jsonl(folder.metrics, [])
         return None
-    kept = [row for row in rows if _step(row) is not None and _step(row) <= ckpt.step]
-    if sorted(_step(row) for row in kept) != list(range(ckpt.step + 1)):
-        damage = (
-            problems[0] if problems else f"{folder.metrics}: rows of steps 0..{ckpt.step} missing"
+    log.warning("notice: %s; restarting this job from step 0", damage)
+    shutil.rmtree(folder.checkpoints, ignore_errors=True)
+    rewrite_jsonl(folder.metrics, [])
+    return None
+
+
+def _check_checkpoint(ckpt: Checkpoint, loop: TrainLoop) -> None:
+    """Raise :class:`DataFileError` unless the checkpoint's numbers fit this job.
+
+    Checked before anything is loaded or sized by them: the step against ``budget.steps`` and
+    the folder's name, the loop's and the allocator's counters against the step, the wall
+    time, and every prompt a pending ask names against the pool.
+    """
+    where = ckpt.path / "loop.json"
+    name_step = int(ckpt.path.name.rpartition("_")[2])
+    if not 0 <= ckpt.step <= loop.num_steps or ckpt.step != name_step:
+        raise DataFileError(
+            f"{where}: step {ckpt.step} does not fit this job (budget.steps {loop.num_steps}, "
+            f"folder {ckpt.path.name})"
         )
-        log.warning("notice: %s; restarting this job from step 0", damage)
-        shutil.rmtree(folder.checkpoints, ignore_errors=True)
-        rewrite_jsonl(folder.metrics, [])
-        return None
-    loop.allocator.load_state_dict(ckpt.allocator)
-    loop.backend.load_state_dict(ckpt.backend)
-    loop.load_state_dict(ckpt.loop)
-    if len(kept) != len(rows) or problems:
-        rewrite_jsonl(folder.metrics, kept)
-    return ckpt.step
+    loop_step, wall_s = ckpt.loop.get("step"), ckpt.loop.get("wall_s", 0.0)
+    if loop_step != ckpt.step:
+        raise DataFileError(f"{where}: loop.step {loop_step!r} is not the step {ckpt.step}")
+    if not isinstance(wall_s, (int, float)) or not 0 <= wall_s < 1e9:
+        raise DataFileError(f"{where}: loop.wall_s {wall_s!r} is not a duration")
+    allocator_step = ckpt.allocator.get("step")
+    if not isinstance(allocator_step, int) or not -1 <= allocator_step <= ckpt.step:
+        raise DataFileError(f"{where}: allocator.step {allocator_step!r} past step {ckpt.step}")
+    num_prompts = loop.allocator.source.num_prompts
+    pending = ckpt.allocator.get("pending") or []
+    if not isinstance(pending, list) or any(
+        not isinstance(item, list)
+        or len(item) != 3
+        or not all(isinstance(value, int) for value in item[:2])
+        or not 0 <= item[0] < num_prompts
+        or item[1] <= 0
+        for item in pending
+    ):
+        raise DataFileError(f"{where}: allocator.pending names prompts outside the pool")
+    asked = sum(item[1] for item in pending)
+    if asked > loop.allocator.max_step_rollouts:
+        raise DataFileError(
+            f"{where}: allocator.pending asks {asked} rollouts, more than a step's "
+            f"{loop.allocator.max_step_rollouts}"
+        )
 
 
 def _step(row: Mapping[str, Any]) -> int | None:

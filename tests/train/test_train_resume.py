@@ -147,3 +147,43 @@ def test_missing_or_damaged_metrics_restart_the_job(tmp_path: Path, damage: str,
     assert len(notices) == 1 and "metrics.jsonl" in notices[0]
     if damage == "malformed":
         assert "metrics.jsonl:3" in notices[0]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("step", 10**15),  # the job used to build list(range(step + 1)): 21 GB, host OOM
+        ("step", -3),
+        ("loop.step", 10**15),
+        ("loop.wall_s", "forever"),
+        ("allocator.step", 10**12),
+        ("allocator.pending", [[10**9, 4, "main"]]),
+        ("allocator.pending", [[0, 10**12, "main"]]),
+    ],
+)
+def test_an_edited_checkpoint_falls_back_to_the_previous(
+    tmp_path: Path, field: str, value: object, caplog
+) -> None:
+    """Every number a resume reads is checked against the job before it is used."""
+    import json
+    import resource
+
+    expected = straight_rows(tmp_path, "uniform", steps=9, every=3)
+    job = _crashed_job(tmp_path, "edited")
+    meta_path = job / "checkpoints" / "step_00000006" / "loop.json"
+    meta = json.loads(meta_path.read_text())
+    *parents, key = field.split(".")
+    target = meta
+    for parent in parents:
+        target = target[parent]
+    target[key] = value
+    meta_path.write_text(json.dumps(meta))
+    resumed_steps: list[int] = []
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    run_train_job(job, callbacks=[lambda row: resumed_steps.append(row["step"])])
+    grown_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kb < 200_000, grown_kb
+    assert resumed_steps == [4, 5, 6, 7, 8, 9]  # from step 3's checkpoint
+    assert comparable(read_jsonl(job / "metrics.jsonl")) == comparable(expected)
+    skipped = [r.getMessage() for r in caplog.records if "skipping checkpoint" in r.getMessage()]
+    assert len(skipped) == 1 and "step_00000006" in skipped[0], skipped
