@@ -3,7 +3,8 @@
 ``run_job(job_dir)`` marks ``state.json`` running (counting the attempt), turns SIGTERM, SIGINT
 and SIGUSR2 (Slurm's pre-emption warning) into a ``threading.Event`` the job polls between
 steps, reads the job's config (:func:`rollcli.jobs.config.load_job_config`), runs the job by its
-type — ``train``: :mod:`rollcli.jobs.train` (with the W&B tracker as a callback); ``eval``:
+type — ``train``: :mod:`rollcli.jobs.train` (with the W&B tracker as a callback; train and eval jobs
+under the memory cap of :mod:`rollcli.jobs.memcap`); ``eval``:
 :mod:`rollcli.jobs.eval`; ``report``: :mod:`rollcli.jobs.report` — and marks the state done,
 failed (with the last lines of the traceback) or cancelled (stopped by a signal after
 checkpointing; a rerun resumes it). Executors start this module as an opaque command.
@@ -25,6 +26,7 @@ from rollcli.jobs import eval as eval_job
 from rollcli.jobs import report as report_job
 from rollcli.jobs import train as train_job
 from rollcli.jobs.config import JobConfig, load_job_config
+from rollcli.jobs.memcap import apply_memory_cap
 from rollcli.store.folders import JobFolder
 from rollcli.store.state import read_state, set_status
 
@@ -53,8 +55,16 @@ RUNNERS: dict[str, Callable[[JobFolder, JobConfig, threading.Event], None]] = {
 }
 
 
-def run_job(job_dir: str | os.PathLike[str], *, stop: threading.Event | None = None) -> int:
-    """Run one job from its folder; returns the process exit code (0 done or stopped, 1 failed)."""
+def run_job(
+    job_dir: str | os.PathLike[str],
+    *,
+    stop: threading.Event | None = None,
+    cap_memory: bool = False,
+) -> int:
+    """Run one job from its folder; returns the process exit code (0 done or stopped, 1 failed).
+
+    ``cap_memory``: put this process under the job's memory cap first (:mod:`.memcap`; what
+    the command line does: the cap stays with the process, so in-process callers opt in)."""
     job_dir = Path(job_dir).resolve()
     if read_state(job_dir)["status"] == "done":
         print(f"{job_dir.name}: already done")
@@ -68,7 +78,7 @@ def run_job(job_dir: str | os.PathLike[str], *, stop: threading.Event | None = N
         if os.environ.get("SLURM_ARRAY_JOB_ID"):
             executor["array_job_id"] = os.environ["SLURM_ARRAY_JOB_ID"]
     try:
-        return _run_and_record(JobFolder(job_dir), stop, executor)
+        return _run_and_record(JobFolder(job_dir), stop, executor, cap_memory)
     finally:
         # only once the final status is recorded: a second SIGTERM (`rollcli cancel` signals the
         # job and the orchestrator, which forwards it) must not kill a job between its last
@@ -77,11 +87,15 @@ def run_job(job_dir: str | os.PathLike[str], *, stop: threading.Event | None = N
             signal.signal(sig, handler)
 
 
-def _run_and_record(folder: JobFolder, stop: threading.Event, executor: dict[str, Any]) -> int:
+def _run_and_record(
+    folder: JobFolder, stop: threading.Event, executor: dict[str, Any], cap_memory: bool
+) -> int:
     job_dir = folder.path
     try:
         config = load_job_config(folder)
         set_status(job_dir, "running", executor=executor)
+        if cap_memory and config.job.type in ("train", "eval"):
+            apply_memory_cap(config.launch, config.backend)
         RUNNERS[config.job.type](folder, config, stop)
     except BaseException as error:  # noqa: BLE001 - every failure is recorded, then re-raised
         tail = "".join(traceback.format_exception(error)).splitlines()[-ERROR_TAIL_LINES:]
@@ -105,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m rollcli.jobs.entry JOB_DIR", file=sys.stderr)
         return 2
-    return run_job(args[0])
+    return run_job(args[0], cap_memory=True)
 
 
 if __name__ == "__main__":

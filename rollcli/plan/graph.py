@@ -174,7 +174,9 @@ def build_plan(spec: Any) -> Plan:
                 "tracking": tracking,
             }
             if cluster is not None:
-                config["launch"] = cluster
+                config["launch"] = dict(cluster)
+            if spec.launch.memory_limit is not None:  # the job's memory cap (jobs/memcap.py)
+                config.setdefault("launch", {})["memory_limit"] = spec.launch.memory_limit
             jid = job_id(config)
             config["job"] = {"id": jid, **config["job"]}
             jobs.append(
@@ -208,6 +210,8 @@ def build_plan(spec: Any) -> Plan:
                 "eval": evals,
                 "tracking": tracking,
             }
+            if spec.launch.memory_limit is not None:
+                config["launch"] = {"memory_limit": spec.launch.memory_limit}
             jid = job_id(config)
             config["job"] = {"id": jid, **config["job"]}
             jobs.append(

@@ -190,6 +190,12 @@ class LaunchSpec(_Frozen):
     gpus_per_node: int = Field(0, ge=0)
     cpus_per_task: int = Field(1, ge=1)
     mem: str | None = Field(None, pattern=r"^\d+[KMGT]?B?$", description='e.g. "64G"')
+    memory_limit: str | None = Field(
+        None,
+        pattern=r"^\d+[KMGT]?B?$",
+        description='address-space cap of each train/eval job, e.g. "48G" ("0": none; '
+        "default: 80% of the machine's memory; not applied on CUDA)",
+    )
     time: str | None = Field(
         None,
         pattern=r"^(\d+-)?\d+(:\d{2}){0,2}$",
@@ -225,6 +231,14 @@ class LaunchSpec(_Frozen):
                 data.pop("max_requeues")
             if data.get("signal_lead_s") is None:
                 data.pop("signal_lead_s", None)
+        return data
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_memory_limit(self, handler: Any) -> dict[str, Any]:
+        # left out of the dumped spec while unset, so dumped specs of existing runs do not change
+        data = handler(self)
+        if isinstance(data, dict) and data.get("memory_limit") is None:
+            data.pop("memory_limit", None)
         return data
 
 
