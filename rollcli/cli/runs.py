@@ -155,11 +155,10 @@ def register(app: typer.Typer) -> None:
         """Stop a run (or one job): jobs get SIGTERM, checkpoint and are marked cancelled."""
         import os
         import signal
-        import socket
 
         from rollcli.launch.api import create_executor
         from rollcli.store.layout import find_job, job_dir, load_manifest
-        from rollcli.store.lock import lock_holder
+        from rollcli.store.lock import holder_process, lock_holder
         from rollcli.store.state import read_state
 
         manifest = load_manifest(run_dir)
@@ -172,13 +171,20 @@ def register(app: typer.Typer) -> None:
         )
         pending = [i for i in ids if read_state(job_dir(run_dir, i))["status"] == "pending"]
         if job is None:
-            holder = lock_holder(run_dir)
-            if holder and holder.get("pid") and holder.get("host") == socket.gethostname():
+            # only a verified rollcli holding this run's lock: the .lock file itself is data
+            # anyone who can write the run folder could craft to name another process
+            pid = holder_process(run_dir)
+            if pid is not None:
                 try:
-                    os.kill(int(holder["pid"]), signal.SIGTERM)
-                    out.print(f"stopping the orchestrating rollcli run (pid {holder['pid']})")
+                    os.kill(pid, signal.SIGTERM)
+                    out.print(f"stopping the orchestrating rollcli run (pid {pid})")
                 except ProcessLookupError:
                     pass
+            elif (holder := lock_holder(run_dir)) and holder.get("pid"):
+                out.print(
+                    f"not signalling pid {holder['pid']} named by {run_dir}/.lock: it is not "
+                    "the rollcli process holding this run's lock"
+                )
             signalled = executor.cancel(run_dir, None)
         else:
             signalled = executor.cancel(run_dir, ids)

@@ -7,12 +7,16 @@ readers see the old or the new content, never half. JSONL appends write whole li
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from rollcli.errors import StoreError
 
 __all__ = [
     "atomic_write_bytes",
@@ -23,6 +27,7 @@ __all__ = [
     "read_jsonl",
     "read_jsonl_lenient",
     "rewrite_jsonl",
+    "open_nofollow",
 ]
 
 
@@ -89,6 +94,30 @@ def _valid_prefix_length(f: Any, size: int, chunk: int = 65536) -> int:
     return 0
 
 
+_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def open_nofollow(path: str | os.PathLike[str], flags: int, mode: int = 0o644) -> int:
+    """``os.open`` that refuses a symlink (or anything but a regular file) at ``path``: run
+    folders may be shared, and a planted link must not make rollcli write (or truncate)
+    another file. Raises :class:`StoreError` naming the path."""
+    try:
+        fd = os.open(path, flags | _NOFOLLOW | os.O_NONBLOCK, mode)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise StoreError(
+                f"{path} is a symbolic link; rollcli does not follow links for its lock and "
+                "state files (someone with write access to this run folder planted it?): "
+                "remove it"
+            ) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise StoreError(f"{path} is not a regular file: remove it")
+    os.set_blocking(fd, True)
+    return fd
+
+
 def append_jsonl(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]) -> None:
     """Append rows as whole lines; a torn last line from an earlier crash is cut first."""
     path = Path(path)
@@ -98,7 +127,8 @@ def append_jsonl(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]
     ).encode("utf-8")
     if not payload:
         return
-    with open(path, "a+b") as f:
+    fd = open_nofollow(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    with os.fdopen(fd, "a+b") as f:
         size = f.seek(0, os.SEEK_END)
         if size:
             valid = _valid_prefix_length(f, size)

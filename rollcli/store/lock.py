@@ -5,10 +5,18 @@ holder (pid, host, started, command). The kernel releases the lock when the hold
 SIGKILL, so a stale lock is taken over without ceremony. On file systems without ``flock`` the
 holder's pid is checked instead (same host, still alive). The lock file is written in place,
 not by rename: the lock lives on its inode.
+
+Run folders may be shared: the lock file is opened with ``O_NOFOLLOW`` and must be a regular
+file (a ``.lock`` planted as a symlink would otherwise be followed and its target truncated),
+and :func:`holder_process` names the pid to signal only after checking that the process is
+the rollcli that holds this very lock (its command line, its start time as recorded in the
+lock, and an open descriptor on the lock's inode) — a crafted ``.lock`` cannot point
+``rollcli cancel`` at another process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -18,11 +26,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rollcli.errors import LockHeldError
+from rollcli.errors import LockHeldError, StoreError
+from rollcli.store.atomic import open_nofollow
 from rollcli.store.folders import RunFolder
 from rollcli.store.state import now
 
-__all__ = ["RunLock", "lock_holder", "pid_alive"]
+__all__ = ["RunLock", "holder_process", "lock_holder", "open_nofollow", "pid_alive"]
+
+
+def _start_ticks(pid: int) -> int | None:
+    """The process's start time (clock ticks after boot, /proc/<pid>/stat field 22)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def pid_alive(pid: int) -> bool:
@@ -37,9 +55,15 @@ def pid_alive(pid: int) -> bool:
 
 def _read_info(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text("utf-8") or "{}")
+        fd = open_nofollow(path, os.O_RDONLY)
+    except (OSError, StoreError):
+        return {}
+    try:
+        with os.fdopen(fd, "rb") as f:
+            info = json.loads(f.read(65536).decode("utf-8") or "{}")
     except (OSError, ValueError):
         return {}
+    return info if isinstance(info, dict) else {}
 
 
 def _held_by_live_pid(info: dict[str, Any]) -> bool:
@@ -69,7 +93,7 @@ class RunLock:
 
     def acquire(self) -> RunLock:
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as error:
@@ -89,6 +113,7 @@ class RunLock:
             "host": socket.gethostname(),
             "started": now(),
             "command": self.command,
+            "start_ticks": _start_ticks(os.getpid()),
         }
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
@@ -115,9 +140,12 @@ class RunLock:
 def lock_holder(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
     """The live holder's info (pid, host, started, command), or None if nobody holds the lock."""
     path = RunFolder(run_dir).lock
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return None
-    fd = os.open(path, os.O_RDONLY)
+    try:
+        fd = open_nofollow(path, os.O_RDONLY)
+    except (OSError, StoreError):
+        return None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -129,3 +157,34 @@ def lock_holder(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
         return None
     finally:
         os.close(fd)
+
+
+def holder_process(run_dir: str | os.PathLike[str]) -> int | None:
+    """The pid of the rollcli process holding the run's lock on this host, or None.
+
+    The lock file is data anyone with write access to the run folder can craft: the pid it
+    names is trusted only when that process's command line is rollcli's, its start time is the
+    one the lock recorded, and it holds the lock file itself open (on Linux; elsewhere the
+    pid is trusted as before)."""
+    holder = lock_holder(run_dir)
+    if not holder or not isinstance(holder.get("pid"), int) or holder["pid"] <= 1:
+        return None
+    pid = holder["pid"]
+    if holder.get("host") != socket.gethostname() or not pid_alive(pid):
+        return None
+    if not sys.platform.startswith("linux"):
+        return pid
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        lock = os.stat(RunFolder(run_dir).lock, follow_symlinks=False)
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return None
+    if b"rollcli" not in cmdline or holder.get("start_ticks") != _start_ticks(pid):
+        return None
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            target = os.stat(f"/proc/{pid}/fd/{fd}")
+            if (target.st_dev, target.st_ino) == (lock.st_dev, lock.st_ino):
+                return pid
+    return None

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rollcli.errors import StoreError
-from rollcli.store.atomic import atomic_write_json, read_json
+from rollcli.store.atomic import atomic_write_json, open_nofollow, read_json
 from rollcli.store.folders import JobFolder
 
 __all__ = [
@@ -77,7 +77,7 @@ def read_state(job_dir: str | os.PathLike[str]) -> dict[str, Any]:
 @contextlib.contextmanager
 def _locked(job_dir: Path) -> Iterator[None]:
     job_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(JobFolder(job_dir).state_lock, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_nofollow(JobFolder(job_dir).state_lock, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
