@@ -5,7 +5,8 @@
 - :func:`check_interpolations`: every ``${...}`` is bounded statically before OmegaConf runs it:
   at most ``MAX_INTERPOLATED_CHARS`` characters once resolved and ``MAX_INTERPOLATION_STEPS``
   reference evaluations per value (OmegaConf re-resolves shared references, so
-  ``v{i}: ${v{i-1}}${v{i-1}}`` doubles at each level), and no cycles;
+  ``v{i}: ${v{i-1}}${v{i-1}}`` doubles at each level), no cycles, and no key that is itself
+  interpolated (``${a.${b}}``: its target is unknown until it runs, so nothing can bound it);
 - :func:`check_finite`: every number in the spec is finite (``.inf``/``.nan`` are refused where
   they stand, before any model sees them: an infinite learning rate once gave accuracy 1.000).
 """
@@ -26,6 +27,7 @@ MAX_INTERPOLATED_CHARS = 10_000
 MAX_INTERPOLATION_STEPS = 10_000
 _RESOLVER_CHARS = 4096  # a resolver call (${oc.env:X}) counts as this long
 _REF = re.compile(r"\$\{([^${}]*)\}")
+_DYNAMIC_KEY = re.compile(r"\$\{[^:${}]*\$\{")  # ${a.${b}}: a key built while resolving
 _INDEX = re.compile(r"\[(\d+)\]")
 
 
@@ -94,6 +96,12 @@ def check_interpolations(data: dict[str, Any], marks: Marks, paths: list[Path_])
             return result
         if path in active:
             raise SpecError(f"{marks.find(path)}: {dotted(path)}: interpolation refers to itself")
+        if _DYNAMIC_KEY.search(value):
+            raise SpecError(
+                f"{marks.find(path)}: {dotted(path)}: an interpolation whose key is itself "
+                "interpolated (like ${a.${b}}) cannot be bounded before it runs; write the key "
+                "out (resolver arguments such as ${oc.decode:${oc.env:X}} are fine)"
+            )
         active.add(path)
         length, steps = len(_REF.sub("", value)), 1
         for ref in _REF.findall(value):

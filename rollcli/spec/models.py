@@ -15,7 +15,14 @@ import functools
 import importlib
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    create_model,
+    field_validator,
+    model_serializer,
+)
 
 from rollcli.errors import suggest
 
@@ -232,6 +239,20 @@ class LaunchSpec(_Frozen):
             if data.get("signal_lead_s") is None:
                 data.pop("signal_lead_s", None)
         return data
+
+    @field_validator(
+        "partition", "cpu_partition", "account", "qos", "constraint", "sbatch_extra", mode="after"
+    )
+    @classmethod
+    def _no_control_characters(cls, value: Any) -> Any:
+        # these reach an sbatch script's #SBATCH lines: a newline would start a shell line
+        for text in value if isinstance(value, tuple) else [value]:
+            if isinstance(text, str) and any(ord(c) < 32 or ord(c) == 127 for c in text):
+                raise ValueError(
+                    f"{text!r} holds a control character (newline, tab, ...), which would break "
+                    "the sbatch script"
+                )
+        return value
 
     @model_serializer(mode="wrap")
     def _omit_unset_memory_limit(self, handler: Any) -> dict[str, Any]:

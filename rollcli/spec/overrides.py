@@ -17,7 +17,7 @@ from rollcli.errors import SpecError, closest, suggest
 from rollcli.spec.extends import merge
 from rollcli.spec.yamlio import Mark, Marks, Path_, dotted
 
-__all__ = ["apply_overrides", "SweepOverrideError"]
+__all__ = ["apply_overrides", "check_override_nesting", "parse_override", "SweepOverrideError"]
 
 
 def _split_key(key: str, where: str) -> list[str | int]:
@@ -69,25 +69,56 @@ def _key_hint(data: dict[str, Any], path: Sequence[str | int], parent: Any, text
     return f"add the key with '+{text}'"
 
 
+MAX_OVERRIDE_NESTING = 64  # brackets/braces/parentheses inside one override's value
+MAX_KEY_SEGMENTS = 32
+
+
+def check_override_nesting(text: str, where: str) -> None:
+    """Refuse an override nested deeper than ``MAX_OVERRIDE_NESTING`` before Hydra's recursive
+    parser sees it (3,000 nested brackets printed a 2,000-line RecursionError traceback)."""
+    depth = deepest = 0
+    for char in text:
+        if char in "[{(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]})":
+            depth -= 1
+    if deepest > MAX_OVERRIDE_NESTING:
+        raise SpecError(f"{where}: nested {deepest} levels deep, more than {MAX_OVERRIDE_NESTING}")
+    key = text.split("=", 1)[0]
+    if key.count(".") + 1 > MAX_KEY_SEGMENTS:
+        raise SpecError(f"{where}: a key of more than {MAX_KEY_SEGMENTS} segments")
+
+
+def parse_override(parser: Any, text: str, where: str) -> Any:
+    """One override parsed by Hydra, or a one-line :class:`SpecError` naming it."""
+    from hydra.errors import HydraException
+
+    check_override_nesting(text, where)
+    try:
+        (override,) = parser.parse_overrides([text])
+    except HydraException as error:
+        first = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise SpecError(
+            f"{where}: cannot parse ({first}); write key=value, +key=value or ~key"
+        ) from None
+    except RecursionError:
+        raise SpecError(f"{where}: nested too deeply to parse") from None
+    return override
+
+
 def apply_overrides(data: dict[str, Any], marks: Marks, overrides: Sequence[str]) -> dict[str, Any]:
     """Apply Hydra-grammar overrides to ``data`` (a copy is returned)."""
     if not overrides:
         return data
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import OverrideType
-    from hydra.errors import HydraException
 
     data = copy.deepcopy(data)
     parser = OverridesParser.create()
     for text in overrides:
-        where = f"override '{text}'"
-        try:
-            (override,) = parser.parse_overrides([text])
-        except HydraException as error:
-            first = str(error).splitlines()[0]
-            raise SpecError(
-                f"{where}: cannot parse ({first}); write key=value, +key=value or ~key"
-            ) from None
+        where = f"override '{text if len(text) <= 200 else text[:200] + '...'}'"
+        override = parse_override(parser, text, where)
         if override.is_sweep_override():
             raise SweepOverrideError(
                 f"{where}: is a sweep; give one value, or sweep it with `rollcli sweep` (the "

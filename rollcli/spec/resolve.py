@@ -7,6 +7,10 @@ preset's knobs from the allocator registry (knobs written in the spec win).
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 from rollcli.errors import SpecError, suggest
@@ -21,6 +25,39 @@ def _interpolated(node: Any, path: Path_ = ()) -> list[Path_]:
     if isinstance(node, list):
         return [p for i, v in enumerate(node) for p in _interpolated(v, path + (i,))]
     return [path] if isinstance(node, str) and "${" in node else []
+
+
+RESOLVE_BUDGET_S = 5.0
+
+
+class _OutOfTime(BaseException):
+    """Raised by the timer inside OmegaConf (a BaseException: its ``except Exception`` does not
+    swallow it)."""
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float, marks: Marks) -> Iterator[None]:
+    """Interpolation under a wall-clock budget besides the static one (main thread only: the
+    timer is a signal). Past it, a one-line :class:`SpecError` naming the spec."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise _OutOfTime
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    except _OutOfTime:
+        raise SpecError(
+            f"{marks.find(())}: resolving the interpolations took more than {seconds:g} s; "
+            "simplify them"
+        ) from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def resolve_interpolations(data: dict[str, Any], marks: Marks) -> dict[str, Any]:
@@ -39,17 +76,19 @@ def resolve_interpolations(data: dict[str, Any], marks: Marks) -> dict[str, Any]
         config = OmegaConf.create(data)
     except OmegaConfBaseException as error:
         raise SpecError(f"{marks.find(())}: cannot interpolate the spec: {error}") from None
-    for path in paths:
-        node: Any = config
-        try:
-            for part in path:
-                node = node[part]
-        except OmegaConfBaseException as error:
-            message = str(error).splitlines()[0]
-            raise SpecError(
-                f"{marks.find(path)}: {dotted(path)}: cannot resolve the interpolation: {message}"
-            ) from None
-    container = OmegaConf.to_container(config, resolve=True)
+    with _deadline(RESOLVE_BUDGET_S, marks):
+        for path in paths:
+            node: Any = config
+            try:
+                for part in path:
+                    node = node[part]
+            except OmegaConfBaseException as error:
+                message = str(error).splitlines()[0]
+                raise SpecError(
+                    f"{marks.find(path)}: {dotted(path)}: cannot resolve the interpolation: "
+                    f"{message}"
+                ) from None
+        container = OmegaConf.to_container(config, resolve=True)
     assert isinstance(container, dict)
     return container  # type: ignore[return-value]
 

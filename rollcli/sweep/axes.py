@@ -9,6 +9,8 @@ Values are written in Hydra's override grammar, so a sweep axis reads like a com
 
 A point is the product of one grid cell, one zip row and one sample: a tuple of ``key=value``
 override strings. Points with the same overrides are kept once (order of first appearance).
+A sweep has at most ``MAX_SWEEP_POINTS`` points, checked from the axes' sizes before anything
+is expanded (a ``range(0,10000000000)`` axis is refused without building it).
 """
 
 from __future__ import annotations
@@ -25,9 +27,14 @@ __all__ = [
     "SweepAxes",
     "parse_axis",
     "expand_points",
+    "MAX_SWEEP_POINTS",
+    "count_points",
     "format_value",
     "to_overrides",
 ]
+
+
+MAX_SWEEP_POINTS = 1_000
 
 
 @dataclass(frozen=True)
@@ -76,8 +83,16 @@ def parse_axis(key: str, text: Any, *, allow_interval: bool = False) -> Axis:
         return Axis(key, tuple(text))
     if not isinstance(text, str):
         return Axis(key, (text,))
+    from rollcli.spec.overrides import check_override_nesting
+
+    try:
+        check_override_nesting(f"{key}={text}", f"axis '{key}'")
+    except Exception as error:  # a SpecError: this module's callers expect ValueError
+        raise ValueError(str(error)) from None
     try:
         override = _parser().parse_overrides([f"{key}={text}"])[0]
+    except RecursionError:
+        raise ValueError(f"axis '{key}': nested too deeply to parse") from None
     except Exception as error:  # hydra raises its own OverrideParseException
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ValueError(f"axis '{key}': cannot parse '{text}': {first}") from error
@@ -89,6 +104,13 @@ def parse_axis(key: str, text: Any, *, allow_interval: bool = False) -> Axis:
             )
         log = "log" in value.tags
         return Axis(key, interval=(float(value.start), float(value.end)), log=log)
+    if isinstance(value, RangeSweep):
+        size = _range_size(value.start, value.stop, value.step)
+        if size > MAX_SWEEP_POINTS:
+            raise ValueError(
+                f"axis '{key}': '{text}' has {size:,} values, more than a sweep's "
+                f"{MAX_SWEEP_POINTS:,} points"
+            )
     if isinstance(value, (ChoiceSweep, RangeSweep)):
         values = tuple(override.sweep_iterator())
         if not values:
@@ -171,8 +193,35 @@ def _sample_rows(sample: SampleAxes | None) -> list[tuple[tuple[str, Any], ...]]
     ]
 
 
+def _range_size(start: Any, stop: Any, step: Any) -> int:
+    """How many values ``range(start, stop, step)`` (ints or floats, as Hydra's) yields."""
+    start, stop, step = float(start), float(stop), float(1 if step is None else step)
+    if step == 0 or not all(math.isfinite(x) for x in (start, stop, step)):
+        return 0 if step == 0 else MAX_SWEEP_POINTS + 1
+    return max(0, math.ceil((stop - start) / step))
+
+
+def count_points(axes: SweepAxes) -> int:
+    """Points before duplicates are dropped: grid product x zip rows x samples. Raises
+    ValueError naming the product when it is over ``MAX_SWEEP_POINTS`` (nothing expanded)."""
+    factors = [(a.key, len(a.values)) for a in axes.grid]
+    if axes.zip:
+        factors.append(("zip", len(axes.zip[0].values)))
+    if axes.sample is not None and axes.sample.axes:
+        factors.append(("sample.count", axes.sample.count))
+    total = math.prod(size for _, size in factors)
+    if total > MAX_SWEEP_POINTS:
+        product = " x ".join(f"{size:,} ({name})" for name, size in factors)
+        raise ValueError(
+            f"the sweep has {product} = {total:,} points, more than {MAX_SWEEP_POINTS:,}; "
+            "split it into smaller sweeps"
+        )
+    return total
+
+
 def expand_points(axes: SweepAxes) -> list[tuple[tuple[str, Any], ...]]:
     """All points as tuples of ``(key, value)`` pairs, duplicates removed, order stable."""
+    count_points(axes)
     keys = [a.key for a in (*axes.grid, *axes.zip, *(axes.sample.axes if axes.sample else ()))]
     repeated = {k for k in keys if keys.count(k) > 1}
     if repeated:

@@ -32,7 +32,16 @@ from pathlib import Path
 from typing import Any
 
 from rollcli.errors import SpecError, closest, suggest
-from rollcli.sweep.axes import Axis, SampleAxes, SweepAxes, expand_points, format_value, parse_axis
+from rollcli.spec.overrides import check_override_nesting
+from rollcli.sweep.axes import (
+    MAX_SWEEP_POINTS,
+    Axis,
+    SampleAxes,
+    SweepAxes,
+    expand_points,
+    format_value,
+    parse_axis,
+)
 
 __all__ = ["Scenario", "SweepFile", "load_sweep_file", "split_sweep_overrides"]
 
@@ -199,9 +208,10 @@ def split_sweep_overrides(overrides: Sequence[str]) -> tuple[list[str], list[Axi
     plain: list[str] = []
     axes: list[Axis] = []
     for text in overrides:
+        check_override_nesting(text, f"override '{text[:200]}'")
         try:
             (override,) = parser.parse_overrides([text])
-        except HydraException:
+        except (HydraException, RecursionError):
             plain.append(text)  # the spec loader reports it, with the grammar
             continue
         if not override.is_sweep_override():
@@ -304,6 +314,12 @@ def load_sweep_file(path: str | Path, extra_overrides: Sequence[str] = ()) -> Sw
                 marks.find(("sample", "count")),
                 "sample.count",
                 f"expected a positive int, found {count!r}",
+            )
+        if count > MAX_SWEEP_POINTS:
+            raise _error(
+                marks.find(("sample", "count")),
+                "sample.count",
+                f"{count:,} is more than a sweep's {MAX_SWEEP_POINTS:,} points",
             )
         seed = section.get("seed", 0)
         params = _axes(section.get("params"), "sample.params", marks, allow_interval=True)

@@ -16,7 +16,9 @@ from rollcli.errors import SpecError
 from rollcli.sweep.axes import to_overrides
 from rollcli.sweep.file import SCENARIO_KEY, Scenario, SweepFile
 
-__all__ = ["SweepPoint", "SweepPlan", "plan_sweep"]
+__all__ = ["MAX_SWEEP_JOBS", "SweepPoint", "SweepPlan", "plan_sweep"]
+
+MAX_SWEEP_JOBS = 10_000
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,22 @@ class _PointLoader:
         return validate_spec(data, marks)
 
 
+def _check_job_count(sweep: SweepFile, base: Any, num_points: int) -> None:
+    """Refuse, before any point is loaded, a sweep whose points x allocators x seeds (of the
+    base with the common overrides) is over ``MAX_SWEEP_JOBS``, naming the product."""
+    allocators = base.get("allocators") if isinstance(base, dict) else None
+    seeds = base.get("seeds") if isinstance(base, dict) else None
+    num_allocators = len(allocators) if isinstance(allocators, dict) else 1
+    num_seeds = len(seeds) if isinstance(seeds, list) else 1
+    total = num_points * max(1, num_allocators) * max(1, num_seeds)
+    if total > MAX_SWEEP_JOBS:
+        raise SpecError(
+            f"{sweep.path}: the sweep has {num_points:,} points x {num_allocators} allocators x "
+            f"{num_seeds} seeds = {total:,} train jobs, more than {MAX_SWEEP_JOBS:,}; split it "
+            "into smaller sweeps"
+        )
+
+
 def plan_sweep(sweep: SweepFile) -> SweepPlan:
     """Validate every point and merge their train (and eval) jobs into one plan."""
     from rollcli.plan import Plan, build_plan
@@ -135,7 +153,9 @@ def plan_sweep(sweep: SweepFile) -> SweepPlan:
     points: list[SweepPoint] = []
     jobs: dict[str, Any] = {}
     scenarios: tuple[Scenario | None, ...] = sweep.scenarios or (None,)
-    cells = [(sc, values) for sc in scenarios for values in sweep.points()]
+    all_points = sweep.points()  # at most MAX_SWEEP_POINTS (checked before expanding)
+    _check_job_count(sweep, loader.data, len(scenarios) * len(all_points))
+    cells = [(sc, values) for sc in scenarios for values in all_points]
     for index, (scenario, values) in enumerate(cells):
         point = SweepPoint(index, values, None, {}, scenario)
         try:
@@ -149,6 +169,11 @@ def plan_sweep(sweep: SweepFile) -> SweepPlan:
             if job.type == "report":
                 continue
             jobs.setdefault(job.id, job)
+            if len(jobs) > MAX_SWEEP_JOBS:
+                raise SpecError(
+                    f"{sweep.path}: the sweep plans more than {MAX_SWEEP_JOBS:,} jobs (at "
+                    f"point {index} of {len(cells)}); split it into smaller sweeps"
+                )
             if job.type == "train":
                 by_allocator.setdefault(job.allocator, []).append(job.id)
         points.append(

@@ -55,6 +55,20 @@ def _verl_override_bomb(levels: int = 40) -> str:
     )
 
 
+def _dynamic_key_bomb(levels: int = 40) -> str:
+    """Doubling references whose keys are themselves interpolated (``${a.${b}}``): the static
+    bound saw only the inner ``${b}`` and OmegaConf ran exponentially (issue 26)."""
+    where = "backend.verl_overrides"
+    lines = ["    v0: xxxxxxxxxx"]
+    for i in range(1, levels):
+        ref = f"${{{where}.${{{where}.k{i - 1}}}}}"
+        lines += [f"    k{i - 1}: v{i - 1}", f"    v{i}: {ref}{ref}"]
+    backend = "backend:\n  kind: verl\n  verl_overrides:\n" + "\n".join(lines) + "\n"
+    return GOOD.replace(
+        "backend: {kind: sim, num_train_prompts: 256, num_eval_prompts: 64}\n", backend
+    )
+
+
 def _deep(depth: int = 100_000) -> str:
     return GOOD + "deep: " + "[" * depth + "]" * depth + "\n"
 
@@ -64,6 +78,25 @@ CASES = {
     "interpolation-bomb-unknown-key": (_interpolation_bomb(), "vars"),
     "interpolation-bomb-known-key": (_verl_override_bomb(), "backend.verl_overrides"),
     "deep-nesting": (_deep(), "nest"),
+    "interpolation-bomb-dynamic-key": (_dynamic_key_bomb(), "backend.verl_overrides"),
+    "partition-newline": (
+        GOOD.replace("launch: {executor: local}", 'launch: {partition: "gpu\\nrm -rf ~"}'),
+        "launch.partition",
+    ),
+    "account-tab": (
+        GOOD.replace("launch: {executor: local}", 'launch: {account: "a\\tb"}'),
+        "launch.account",
+    ),
+    "qos-carriage-return": (
+        GOOD.replace("launch: {executor: local}", 'launch: {qos: "q\\rx"}'),
+        "launch.qos",
+    ),
+    "sbatch-extra-newline": (
+        GOOD.replace(
+            "launch: {executor: local}", 'launch: {sbatch_extra: ["--exclusive\\ncurl x | sh"]}'
+        ),
+        "launch.sbatch_extra",
+    ),
     "huge-file": (GOOD + "# " + "x" * (12 << 20) + "\n", "too large"),
     "infinite-number": (GOOD.replace("n: 8", "n: .inf"), "allocators.grpo.n"),
     "huge-int": (GOOD.replace("steps: 3", "steps: " + "9" * 5000), "digits"),
@@ -162,4 +195,73 @@ def test_slurm_spec_without_slurm_fails_before_any_run_folder(tmp_path: Path) ->
     )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "sbatch" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not runs.exists()
+
+
+def test_an_extends_graph_listing_one_base_many_times_is_read_once(tmp_path: Path) -> None:
+    """Five levels each listing the level below 20 times: 20^5 parses before (issue 26)."""
+    (tmp_path / "l0.yaml").write_text(GOOD)
+    for level in range(1, 6):
+        below = ", ".join([f"l{level - 1}.yaml"] * 20)
+        (tmp_path / f"l{level}.yaml").write_text(f"extends: [{below}]\n")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("extends: l5.yaml\nname: dag\n")
+    proc, cpu, maxrss_kb, _ = _run(["validate", str(spec)], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert cpu < 2.0 and maxrss_kb < 1 << 20, (cpu, maxrss_kb)
+
+
+def test_extends_of_too_many_files_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "f0.yaml").write_text(GOOD)
+    for i in range(1, 80):
+        (tmp_path / f"f{i}.yaml").write_text(f"extends: f{i - 1}.yaml\n")
+    proc, cpu, _, _ = _run(["validate", str(tmp_path / "f79.yaml")], tmp_path)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "more than 64 spec files" in lines[0]
+
+
+@pytest.mark.parametrize("value", ["[" * 3000 + "]" * 3000, "{a:" * 3000 + "1" + "}" * 3000])
+def test_a_deep_override_is_one_line(value: str, tmp_path: Path) -> None:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(GOOD)
+    for command in (["validate", str(spec)], ["sweep", str(spec), "--dry-run"]):
+        if command[0] == "sweep":
+            sweep = tmp_path / "sweep.yaml"
+            sweep.write_text("base: spec.yaml\ngrid: {seeds: '[0],[1]'}\n")
+            command = ["sweep", str(sweep), "--dry-run", "--runs-dir", str(tmp_path / "runs")]
+        proc, cpu, _, _ = _run([*command, f"++x={value}"], tmp_path)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        assert len(lines) == 1 and "nested 3000 levels deep" in lines[0], proc.stderr[-2000:]
+        assert cpu < 2.0
+
+
+@pytest.mark.parametrize(
+    ("axes", "needle"),
+    [
+        (
+            "grid:\n" + "".join(f"  allocators.grpo.v{i}: 'range(0,100)'\n" for i in range(5)),
+            "100 (allocators.grpo.v0) x 100 (allocators.grpo.v1) x 100 (allocators.grpo.v2) "
+            "x 100 (allocators.grpo.v3) x 100 (allocators.grpo.v4) = 10,000,000,000 points",
+        ),
+        ("grid:\n  budget.steps: 'range(1,10000000000)'\n", "9,999,999,999 values"),
+        (
+            "sample: {count: 100000000, params: {allocators.grpo.n: 'choice(4,8)'}}\n",
+            "sample.count",
+        ),
+        ("grid:\n  budget.steps: 'range(1,1001)'\nseeds: 'range(0,11)'\n", "11,000 train jobs"),
+    ],
+)
+def test_a_sweep_is_bounded_before_it_is_expanded(axes: str, needle: str, tmp_path: Path) -> None:
+    (tmp_path / "spec.yaml").write_text(GOOD)
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text("base: spec.yaml\n" + axes)
+    runs = tmp_path / "runs"
+    proc, cpu, maxrss_kb, _ = _run(
+        ["sweep", str(sweep), "--dry-run", "--runs-dir", str(runs)], tmp_path
+    )
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert len(lines) == 1 and needle in lines[0], proc.stderr[-2000:]
+    assert cpu < 3.0 and maxrss_kb < 1 << 20, (cpu, maxrss_kb)
     assert not runs.exists()
