@@ -19,7 +19,7 @@ from typing import Any
 from rollcli.store.atomic import read_jsonl_lenient
 from rollcli.store.folders import RunFolder
 
-__all__ = ["manifest_from_folders", "metrics_rows", "reset_warnings", "warn"]
+__all__ = ["is_number", "manifest_from_folders", "metrics_rows", "reset_warnings", "warn"]
 
 _NUMERIC = ("step", "cum_", "eval/", "time/", "wall_s", "reward", "zero_var_frac", "gen_reward_var")
 _warned: set[str] = set()
@@ -37,8 +37,15 @@ def warn(message: str) -> None:
         print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+MAX_STEP = 10**9  # far past any real run; a larger step is a damaged or edited row
+_MAX_INT = 2**1023  # an int past this does not convert to float (OverflowError in report)
+
+
+def is_number(value: Any) -> bool:
+    """An int or float (not a bool) that converts to float: an int of 10**400 does not."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return not isinstance(value, int) or abs(value) < _MAX_INT
 
 
 def metrics_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -50,13 +57,13 @@ def metrics_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     clean = []
     for number, row in enumerate(rows, start=1):
         step = row.get("step")
-        if not (_is_number(step) and float(step).is_integer() and step >= 0):
+        if not (is_number(step) and 0 <= step <= MAX_STEP and float(step).is_integer()):
             warn(f"{path}: row {number}: step is {step!r}, not a step number; row skipped")
             continue
         out = {}
         for key, value in row.items():
             numeric = key.startswith(_NUMERIC)
-            if numeric and value is not None and not _is_number(value):
+            if numeric and value is not None and not is_number(value):
                 warn(
                     f"{path}: row {number} (step {step}): {key} is {value!r}, not a number; ignored"
                 )

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rollcli.store.damaged import is_number
+
 __all__ = ["MetricsTail", "JobProgress", "fmt_eta"]
 
 
@@ -52,7 +54,8 @@ def fmt_eta(seconds: float | None) -> str:
 
 
 def _number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """An int or float that converts to float (an int of 10**400 does not)."""
+    return is_number(value)
 
 
 class MetricsTail:

@@ -66,3 +66,25 @@ def test_malformed_rows_and_values_are_skipped_with_warnings(run_dir: Path, cli)
     warnings = _warnings(report.stderr)
     assert any(f"{metrics}:2:" in w for w in warnings), report.stderr
     assert any("eval/accuracy is 'abc'" in w for w in warnings), report.stderr
+
+
+def test_absurd_numbers_in_a_row_are_skipped_not_a_crash(run_dir: Path, cli) -> None:
+    """A step of 10**400 crashed report with OverflowError (issue 26)."""
+    import json
+
+    from rollcli.analysis import load_run
+
+    job = next(j for j in load_run(run_dir).jobs if j.allocator == "grpo")
+    metrics = run_dir / "jobs" / job.job_id / "metrics.jsonl"
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    rows[-1]["step"] = 10**400
+    rows[1]["cum_rollouts"] = -(10**400)
+    rows.append({**rows[1], "step": 10**12})
+    metrics.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    for command in (["status", run_dir], ["report", run_dir]):
+        result = cli(command)
+        assert result.exit_code == 0, (command, result.output)
+        assert "Traceback" not in result.output
+    warnings = _warnings(cli(["report", run_dir]).stderr)
+    assert any("row 4: step is 1000000000" in w or "step is 10000000" in w for w in warnings)
+    assert any("cum_rollouts" in w for w in warnings), warnings
