@@ -49,9 +49,20 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as error:
+        Path(tmp).unlink(missing_ok=True)
+        raise _naming(error, path) from error
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _naming(error: OSError, path: Path) -> OSError:
+    """``error`` with the file it is about: a full disk (ENOSPC) on write or fsync carries no
+    file name, and the CLI's one-line error should say which file could not be written."""
+    if error.filename is not None:
+        return error
+    return type(error)(error.errno, error.strerror, str(path))
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
@@ -128,15 +139,18 @@ def append_jsonl(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]]
     if not payload:
         return
     fd = open_nofollow(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-    with os.fdopen(fd, "a+b") as f:
-        size = f.seek(0, os.SEEK_END)
-        if size:
-            valid = _valid_prefix_length(f, size)
-            if valid != size:
-                f.truncate(valid)
-        f.write(payload)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with os.fdopen(fd, "a+b") as f:
+            size = f.seek(0, os.SEEK_END)
+            if size:
+                valid = _valid_prefix_length(f, size)
+                if valid != size:
+                    f.truncate(valid)
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as error:
+        raise _naming(error, path) from error
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

@@ -88,3 +88,18 @@ def test_absurd_numbers_in_a_row_are_skipped_not_a_crash(run_dir: Path, cli) -> 
     warnings = _warnings(cli(["report", run_dir]).stderr)
     assert any("row 4: step is 1000000000" in w or "step is 10000000" in w for w in warnings)
     assert any("cum_rollouts" in w for w in warnings), warnings
+
+
+def test_a_full_disk_names_the_file_that_could_not_be_written(run_dir: Path, cli, monkeypatch):
+    """``report`` after ENOSPC said only 'No space left on device' (issue 26)."""
+    import errno
+    import os
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    result = cli(["report", run_dir])
+    assert result.exit_code == 1, result.output
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert f"error: {run_dir}" in line and "No space left on device" in line, line
