@@ -26,6 +26,7 @@ from rollcli.backends.verl.overrides import (
     render_value,
     verl_config_from_mapping,
 )
+from rollcli.backends.verl.resume import trusted_latest_step
 from rollcli.errors import RollcliError
 from rollcli.store.atomic import atomic_write_json, read_jsonl, rewrite_jsonl
 from rollcli.store.folders import JobFolder
@@ -288,7 +289,7 @@ def run_train_job(
     lines = job_overrides(job_dir, job, paths)
     atomic_write_json(JobFolder(job_dir).verl / "overrides.json", lines)
     stop_file(job_dir).unlink(missing_ok=True)
-    latest = _latest_checkpoint(job_dir)
+    latest = trusted_latest_step(job_dir, int(job["budget"]["steps"]))  # an edited tracker
     if latest:  # verl torch.loads it with weights_only=False: scan it first
         check_checkpoint_dir(JobFolder(job_dir).checkpoints / f"global_step_{latest}")
     seen = _trim_metrics(job_dir)
