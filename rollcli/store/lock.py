@@ -31,7 +31,7 @@ from rollcli.store.atomic import open_nofollow
 from rollcli.store.folders import RunFolder
 from rollcli.store.state import now
 
-__all__ = ["RunLock", "holder_process", "lock_holder", "open_nofollow", "pid_alive"]
+__all__ = ["RunLock", "holder_process", "lock_holder", "pid_alive"]
 
 
 def _start_ticks(pid: int) -> int | None:
