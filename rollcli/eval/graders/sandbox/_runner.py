@@ -633,7 +633,7 @@ def serve(runner, reader, workdir):
         seconds = round(time.monotonic() - started, 4)
         end = {"end": True, "seconds": seconds, "cpu_s": runner.cpu_seconds()}
         if runner.pidns:  # the host restarts the worker unless only we two are left
-            end["procs"] = sum(1 for name in os.listdir("/proc") if name.isdigit())
+            end["procs"] = sum(1 for n in os.listdir("/proc") if n.isdigit() and _alive(int(n)))
         runner.results.emit(end)
         runner.results.job_id = None
 
