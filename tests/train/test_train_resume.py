@@ -187,3 +187,22 @@ def test_an_edited_checkpoint_falls_back_to_the_previous(
     assert comparable(read_jsonl(job / "metrics.jsonl")) == comparable(expected)
     skipped = [r.getMessage() for r in caplog.records if "skipping checkpoint" in r.getMessage()]
     assert len(skipped) == 1 and "step_00000006" in skipped[0], skipped
+
+
+def test_a_backend_state_sized_for_another_pool_falls_back(tmp_path: Path, caplog) -> None:
+    """A checkpoint whose backend arrays do not fit the pool used to stop the job for good."""
+    import numpy as np
+
+    from rollcli.store.datafile import load_data, save_data
+
+    expected = straight_rows(tmp_path, "uniform", steps=9, every=3)
+    job = _crashed_job(tmp_path, "resized")
+    newest = job / "checkpoints" / "step_00000006"
+    state = load_data(newest, "backend")
+    state["prompt_offset"] = np.zeros(10**6)  # the sim pool holds 256 prompts
+    save_data(newest, "backend", state)
+    resumed_steps: list[int] = []
+    run_train_job(job, callbacks=[lambda row: resumed_steps.append(row["step"])])
+    assert resumed_steps == [4, 5, 6, 7, 8, 9]
+    assert comparable(read_jsonl(job / "metrics.jsonl")) == comparable(expected)
+    assert any("does not load" in r.getMessage() for r in caplog.records)
