@@ -108,6 +108,7 @@ def _resume(loop: TrainLoop, folder: JobFolder) -> int | None:
     notice (checkpoints removed).
     """
     rows, problems = read_jsonl_lenient(folder.metrics)
+    fresh: tuple[Any, Any, Any] | None = None
     for _, path in reversed(list_checkpoints(folder.path)):
         try:
             ckpt = load_checkpoint(path)
@@ -124,12 +125,13 @@ def _resume(loop: TrainLoop, folder: JobFolder) -> int | None:
                 else f"{folder.metrics}: rows of steps 0..{ckpt.step} missing"
             )
             break  # the rows of this checkpoint are gone: nothing older has them either
+        if fresh is None:  # a half-loaded checkpoint must not leak into the next attempt
+            fresh = _states(loop)
         try:
-            loop.allocator.load_state_dict(ckpt.allocator)
-            loop.backend.load_state_dict(ckpt.backend)
-            loop.load_state_dict(ckpt.loop)
+            _load_states(loop, ckpt.allocator, ckpt.backend, ckpt.loop)
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as error:
             log.warning("skipping checkpoint %s: its state does not load (%s)", path, error)
+            _load_states(loop, *fresh)
             continue
         if len(kept) != len(rows) or problems:
             rewrite_jsonl(folder.metrics, kept)
@@ -142,6 +144,21 @@ def _resume(loop: TrainLoop, folder: JobFolder) -> int | None:
     shutil.rmtree(folder.checkpoints, ignore_errors=True)
     rewrite_jsonl(folder.metrics, [])
     return None
+
+
+def _states(loop: TrainLoop) -> tuple[Any, Any, Any]:
+    """The loop's allocator, backend and own states, as a checkpoint holds them."""
+    import copy
+
+    return copy.deepcopy(
+        (loop.allocator.state_dict(), loop.backend.state_dict(), loop.state_dict())
+    )
+
+
+def _load_states(loop: TrainLoop, allocator: Any, backend: Any, own: Any) -> None:
+    loop.allocator.load_state_dict(allocator)
+    loop.backend.load_state_dict(backend)
+    loop.load_state_dict(own)
 
 
 def _check_checkpoint(ckpt: Checkpoint, loop: TrainLoop) -> None:

@@ -206,3 +206,20 @@ def test_a_backend_state_sized_for_another_pool_falls_back(tmp_path: Path, caplo
     assert resumed_steps == [4, 5, 6, 7, 8, 9]
     assert comparable(read_jsonl(job / "metrics.jsonl")) == comparable(expected)
     assert any("does not load" in r.getMessage() for r in caplog.records)
+
+
+def test_when_no_checkpoint_loads_the_job_starts_clean(tmp_path: Path) -> None:
+    """A half-loaded state must not leak into the fresh start that follows."""
+    import numpy as np
+
+    from rollcli.store.datafile import load_data, save_data
+
+    expected = straight_rows(tmp_path, "uniform", steps=9, every=3)
+    job = _crashed_job(tmp_path, "none-loads")
+    for name in ("step_00000003", "step_00000006"):
+        folder = job / "checkpoints" / name
+        state = load_data(folder, "backend")
+        state["theta"] = np.zeros(10**5)  # the allocator loads first, then this fails
+        save_data(folder, "backend", state)
+    run_train_job(job)
+    assert comparable(read_jsonl(job / "metrics.jsonl")) == comparable(expected)
