@@ -24,7 +24,9 @@ __all__ = [
 SpecArg = Annotated[
     Path,
     typer.Argument(
-        help="The experiment spec (YAML), e.g. experiments/quickstart.yaml.", show_default=False
+        help="The experiment spec (YAML), e.g. experiments/quickstart.yaml.",
+        show_default=False,
+        readable=False,  # the loader says why it cannot read it, in one line (not click's box)
     ),
 ]
 OverridesArg = Annotated[
@@ -39,7 +41,8 @@ RunsDirOpt = Annotated[
     typer.Option("--runs-dir", help="Parent folder of run folders (the run is <runs-dir>/<name>)."),
 ]
 RunDirArg = Annotated[
-    Path, typer.Argument(help="A run folder, e.g. runs/quickstart.", show_default=False)
+    Path,
+    typer.Argument(help="A run folder, e.g. runs/quickstart.", show_default=False, readable=False),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON instead.")]
 

@@ -84,6 +84,7 @@ def report(
         typer.Argument(
             help="Run folders made by `rollcli run` (runs/<experiment>); several are compared.",
             show_default=False,
+            readable=False,  # an unreadable folder: one `error:` line from the store, no box
         ),
     ],
     formats: Annotated[

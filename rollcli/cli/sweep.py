@@ -49,7 +49,10 @@ def register(app: typer.Typer) -> None:
     @app.command("sweep", epilog=EPILOG)
     def sweep(
         sweep_file: Annotated[
-            Path, typer.Argument(help="The sweep file (YAML), e.g. sweeps/pc-thresholds.yaml.")
+            Path,
+            typer.Argument(
+                help="The sweep file (YAML), e.g. sweeps/pc-thresholds.yaml.", readable=False
+            ),
         ],
         overrides: OverridesArg = None,
         runs_dir: RunsDirOpt = Path("runs"),
