@@ -13,6 +13,7 @@ import logging
 import re
 from pathlib import Path
 
+from rollcli.backends.verl.checkpoint_rotation import TRACKER
 from rollcli.store.atomic import atomic_write_text
 from rollcli.store.folders import JobFolder
 
@@ -20,7 +21,6 @@ __all__ = ["TRACKER", "trusted_latest_step"]
 
 log = logging.getLogger(__name__)
 
-TRACKER = "latest_checkpointed_iteration.txt"
 _STEP_DIR = re.compile(r"^global_step_(\d{1,9})$")
 
 
