@@ -28,6 +28,7 @@ from statistics import NormalDist
 from typing import Any
 
 from rollcli.analysis.curves import Bounded
+from rollcli.analysis.scenario import SCENARIO_KEY
 
 __all__ = [
     "ScenarioResult",
@@ -170,8 +171,6 @@ def _summary(results: list[ScenarioResult], confidence: float) -> GroupSummary:
 def robustness(ablation: Any, *, confidence: float = 0.95) -> Robustness:
     """Aggregate a suite's ablation (:class:`rollcli.analysis.ablation.Ablation` whose points carry
     a ``scenario`` value) into the robustness table."""
-    from rollcli.sweep.file import SCENARIO_KEY
-
     holdout = set(ablation.holdout)
     scenarios = list(ablation.scenarios)
     out = Robustness(

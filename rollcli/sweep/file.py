@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rollcli.analysis.scenario import SCENARIO_KEY
 from rollcli.errors import SpecError, closest, suggest
 from rollcli.spec.overrides import check_override_nesting
 from rollcli.sweep.axes import (
@@ -44,8 +45,6 @@ from rollcli.sweep.axes import (
 )
 
 __all__ = ["Scenario", "SweepFile", "load_sweep_file", "split_sweep_overrides"]
-
-SCENARIO_KEY = "scenario"  # the pseudo-axis a suite's points carry their scenario's name under
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rollcli.analysis.scenario import SCENARIO_KEY
 from rollcli.errors import SpecError
 from rollcli.sweep.axes import to_overrides
-from rollcli.sweep.file import SCENARIO_KEY, Scenario, SweepFile
+from rollcli.sweep.file import Scenario, SweepFile
 
 __all__ = ["MAX_SWEEP_JOBS", "SweepPoint", "SweepPlan", "plan_sweep"]
 
