@@ -231,13 +231,16 @@ class LaunchSpec(_Frozen):
 
     @model_serializer(mode="wrap")
     def _omit_defaults_of_late_knobs(self, handler: Any) -> dict[str, Any]:
-        # knobs added later stay out of dumped specs at their defaults (manifests, goldens)
+        # knobs added later stay out of dumped specs at their defaults (manifests, goldens); one
+        # serializer for all of them: pydantic keeps only the last model_serializer of a class
         data = handler(self)
         if isinstance(data, dict):
             if data.get("max_requeues") == 3:
                 data.pop("max_requeues")
             if data.get("signal_lead_s") is None:
                 data.pop("signal_lead_s", None)
+            if data.get("memory_limit") is None:
+                data.pop("memory_limit", None)
         return data
 
     @field_validator(
@@ -253,14 +256,6 @@ class LaunchSpec(_Frozen):
                     "the sbatch script"
                 )
         return value
-
-    @model_serializer(mode="wrap")
-    def _omit_unset_memory_limit(self, handler: Any) -> dict[str, Any]:
-        # left out of the dumped spec while unset, so dumped specs of existing runs do not change
-        data = handler(self)
-        if isinstance(data, dict) and data.get("memory_limit") is None:
-            data.pop("memory_limit", None)
-        return data
 
 
 class WandbSpec(_Frozen):
