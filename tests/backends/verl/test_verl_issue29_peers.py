@@ -50,6 +50,7 @@ def _spec(folder: Path) -> Path:
     return path
 
 
+@pytest.mark.timeout(1500)  # three verl jobs in a row, as the CLI timeout below allows
 def test_cures_dps_and_bots_on_verl(tmp_path, trace, check_consistency, run_train_jobs):
     jobs = run_train_jobs(_spec(tmp_path), tmp_path / "runs", timeout=1500)
     for name in ALLOCATORS:
