@@ -28,10 +28,10 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rollcli.allocators._common import KeptGroups, active_ids, check_at_least
-from rollcli.allocators.api import Ask, AskItem, BaseAllocator, Group, Outcome
+from rollcli.allocators._beta import BetaSelector
+from rollcli.allocators._common import active_ids, check_at_least
+from rollcli.allocators.api import Group, Outcome
 from rollcli.allocators.registry import register_allocator
-from rollcli.allocators.state import array_from_json, array_to_json, group_from_json, group_to_json
 
 __all__ = ["BotsConfig", "BotsAllocator", "bots_update", "bots_select"]
 
@@ -91,7 +91,7 @@ def bots_select(
 
 
 @register_allocator
-class BotsAllocator(KeptGroups, BaseAllocator):
+class BotsAllocator(BetaSelector):
     """Thompson draws near the target rate pick the batch; every posterior forgets each step."""
 
     config_class = BotsConfig
@@ -102,41 +102,23 @@ class BotsAllocator(KeptGroups, BaseAllocator):
     }
 
     def __init__(self, config: BotsConfig, **kwargs: Any) -> None:
-        super().__init__(config, **kwargs)
-        self.batch_prompts = self.prompts_per_step(config.n, f"n={config.n}")
-        num = self.source.num_prompts
-        self.alpha = np.ones(num)
-        self.beta = np.ones(num)
-        self._asked = False
-        self._groups: list[Group] = []
+        super().__init__(config, alpha0=1.0, beta0=1.0, **kwargs)
         self._last = {"predicted": 0.0, "posterior_mean": 0.0}
 
-    @property
-    def max_step_rollouts(self) -> int:
-        return self.batch_prompts * self.config.n
-
-    def _start_step(self) -> None:
-        self._asked = False
-        self._groups = []
-
-    def _ask(self) -> Ask | None:
-        if self._asked:
-            return None
-        self._asked = True
+    def _choose(self) -> list[int]:
         cfg = self.config
         ids = active_ids(self.source)
         if ids.size == 0:
-            return None
+            return []
         a, b = self.alpha[ids], self.beta[ids]
         p = self.rng.beta(a, b) if cfg.do_sample else a / (a + b)
         picked = bots_select(p, min(self.batch_prompts, ids.size), target=cfg.target_reward,
                              tau=cfg.tau, rng=self.rng)  # fmt: skip
-        chosen = ids[picked]
         self._last = {
             "predicted": float(p[picked].mean()),
             "posterior_mean": float((a[picked] / (a[picked] + b[picked])).mean()),
         }
-        return Ask(tuple(AskItem.many(chosen.tolist(), cfg.n)))
+        return ids[picked].tolist()
 
     def _tell(self, outcomes: list[Outcome]) -> None:
         self._groups += [Group(o.prompt_id, o.refs, o.rewards) for o in outcomes]
@@ -148,22 +130,3 @@ class BotsAllocator(KeptGroups, BaseAllocator):
         self.alpha, self.beta = bots_update(
             self.alpha, self.beta, ids, rates, self.config.n, self.config.lamb
         )
-
-    def stats(self) -> dict[str, float]:
-        return {**super().stats(), **self._last}
-
-    def _state(self) -> dict[str, Any]:
-        return {
-            "alpha": array_to_json(self.alpha),
-            "beta": array_to_json(self.beta),
-            "asked": self._asked,
-            "groups": [group_to_json(g) for g in self._groups],
-            "last": dict(self._last),
-        }
-
-    def _load_state(self, state: dict[str, Any]) -> None:
-        self.alpha = array_from_json(state["alpha"])
-        self.beta = array_from_json(state["beta"])
-        self._asked = bool(state["asked"])
-        self._groups = [group_from_json(g) for g in state["groups"]]
-        self._last = {k: float(v) for k, v in state["last"].items()}
