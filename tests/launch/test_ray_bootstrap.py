@@ -181,8 +181,12 @@ def test_stopping_the_jobs_ray_clears_its_address_file(tmp_path, monkeypatch):
     # a stand-in for `ray start --block`: records the address, then blocks until stopped
     fake = f"mkdir -p {address_file.parent} && printf 10.0.0.1:20001 > {address_file} && sleep 60"
     with rb._ray_process(["sh", "-c", fake], tmp_path / "log", os.environ, "10.0.0.1:20001") as p:
-        deadline = time.monotonic() + 10
-        while not address_file.exists() and time.monotonic() < deadline:
+        # generous: the loop ends as soon as the file is written (the shell creates it first,
+        # then writes, so wait for its content); a loaded CI machine may be slow to start sh
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (
+            address_file.exists() and address_file.read_text() == "10.0.0.1:20001"
+        ):
             time.sleep(0.05)
         assert address_file.read_text() == "10.0.0.1:20001" and p.poll() is None
     assert not address_file.exists()
