@@ -86,7 +86,7 @@ def _allocator_problems(
         where = marks.find(("budget", "rollouts_per_step"))
         return [
             (
-                knob_in(str(error), path, data),
+                knob_in(str(error), path, data, marks),
                 f"{error} (budget.rollouts_per_step={rps} at {where}); change the budget or the "
                 "allocator's group sizes",
             )

@@ -157,16 +157,30 @@ def found(value: Any) -> str:
     return f"{text} ({type(value).__name__})"
 
 
-def knob_in(message: str, path: Path_, data: Any) -> Path_:
-    """A config's own ValueError usually names its knob: point at that knob when it is set."""
+def knob_in(message: str, path: Path_, data: Any, marks: Marks | None = None) -> Path_:
+    """A config's own ValueError usually names its knob: point at that knob when it is set.
+
+    A message may name several knobs (``p_lower <= p_upper``): one set by a command-line
+    override is the likelier culprit than the spec's own lines, so it wins."""
     node: Any = data
     for part in path:
         node = node.get(part) if isinstance(node, dict) else None
-    if isinstance(node, dict):
-        for key in sorted(node, key=lambda k: -len(str(k))):
-            if re.search(rf"\b{re.escape(str(key))}\b", message):
-                return (*path, key)
-    return path
+    if not isinstance(node, dict):
+        return path
+    named = [
+        key
+        for key in sorted(node, key=lambda k: -len(str(k)))
+        if re.search(rf"\b{re.escape(str(key))}\b", message)
+    ]
+    if marks is not None:
+        overridden = [k for k in named if _is_override(marks.values.get((*path, k)))]
+        named = overridden + [k for k in named if k not in overridden]
+    return (*path, named[0]) if named else path
+
+
+def _is_override(mark: Any) -> bool:
+    """True for the mark of a value a command-line override set (it has no file line)."""
+    return mark is not None and not mark.line and str(mark.source).startswith("override")
 
 
 PATTERN_HINTS = {
@@ -225,7 +239,7 @@ def describe_error(error: dict[str, Any], data: Any, marks: Marks) -> tuple[Any,
         )
     if kind in ("value_error", "assertion_error"):
         message = str(error["ctx"]["error"]) if "ctx" in error else error["msg"]
-        knob = knob_in(message, path, data)
+        knob = knob_in(message, path, data, marks)
         return marks.find(knob), f"{dotted(knob)}: {message}"
     if kind == "too_short" and path in (("allocators",), ("seeds",)):
         what = "one allocator" if path == ("allocators",) else "one seed"

@@ -130,6 +130,19 @@ def test_override_errors(tmp_path, override, message):
     assert "override" in str(caught.value) or "spec.yaml" in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("override", "knob"),
+    [("allocators.pc.p_upper=1.8", "p_upper"), ("allocators.pc.p_lower=0.9", "p_lower")],
+)
+def test_override_error_names_the_overridden_knob(tmp_path, override, knob):
+    """A check naming two knobs (p_lower <= p_upper) blames the one the override set, at the
+    override, not the other knob at the spec's line (issue 28)."""
+    text = MINIMAL.replace("n_commit: 12}", "n_commit: 12, p_lower: 0.125, p_upper: 0.75}")
+    with pytest.raises(SpecError) as caught:
+        load_spec(write(tmp_path, text), [override])
+    assert str(caught.value).startswith(f"override '{override}': allocators.pc.{knob}:")
+
+
 def test_override_error_names_the_override(tmp_path):
     with pytest.raises(SpecError) as caught:
         load_spec(write(tmp_path, MINIMAL), ["budget.steps=-1"])
