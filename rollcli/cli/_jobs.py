@@ -8,6 +8,7 @@ no terminal, prints plain lines (one per job that starts or ends) instead of red
 
 from __future__ import annotations
 
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,9 @@ class JobRows:
             jid = job["id"]
             state = read_state(RunFolder(self.run_dir).job(jid).path)
             status = (statuses or {}).get(jid, state["status"])
+            died = jid not in (statuses or {}) and _died(state, RunFolder(self.run_dir).job(jid))
+            if died:
+                status = "failed"
             label = job_label(job)
             row: dict[str, Any] = {
                 "id": jid,
@@ -80,7 +84,9 @@ class JobRows:
                     row["note"] = (
                         f"pool drained: nothing generated since step {progress.empty_since}"
                     )
-            if status in ("failed", "cancelled") and state.get("error_tail"):
+            if died:
+                row["note"] = "its process is gone (was `rollcli run` killed?); rerun to resume"
+            elif status in ("failed", "cancelled") and state.get("error_tail"):
                 lines = [ln for ln in str(state["error_tail"]).splitlines() if ln.strip()]
                 row["note"] = lines[-1][:80] if lines else ""
             out.append(row)
@@ -111,6 +117,20 @@ class JobRows:
                 f"{n} {s}" for s, n in sorted(counts.items())
             )
         return table
+
+
+def _died(state: dict[str, Any], folder: Any) -> bool:
+    """True for a job whose state says ``running`` but whose local process no longer runs (its
+    orchestrator was killed before it could record the end). Only a local job of this host with a
+    recorded pid can be told dead; any other job keeps the status its state records."""
+    executor = state.get("executor") or {}
+    if state["status"] != "running" or executor.get("kind", "local") != "local":
+        return False
+    if not executor.get("pid") or executor.get("host") not in (None, socket.gethostname()):
+        return False
+    from rollcli.launch.local import job_process_alive
+
+    return job_process_alive(state, folder.path) is None
 
 
 def _last_log_line(folder: Any, size: int = 4096) -> str:

@@ -140,8 +140,8 @@ def run_experiment(
                         elif hasattr(executor, "kill"):
                             executor.kill()
                         handled = signals.count
-                    if on_tick is not None:
-                        on_tick(statuses)
+                    if on_tick is not None:  # the skipped jobs are done: a resume's counter
+                        on_tick({**dict.fromkeys(result.skipped, "done"), **statuses})
 
                 result.statuses = executor.wait(todo, run_dir, on_tick=tick, interval=interval)
                 result.interrupted = signals.count > 0

@@ -153,6 +153,9 @@ def load_manifest(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     path = RunFolder(run_dir).manifest
     if not path.exists():
         if not Path(run_dir).exists():
+            nearby = Path("runs") / run_dir
+            if not Path(run_dir).is_absolute() and RunFolder(nearby).manifest.exists():
+                raise StoreError(f"{run_dir}: no such run folder; did you mean {nearby}?")
             raise StoreError(f"{run_dir}: no such run folder; start one with: rollcli run SPEC")
         raise StoreError(
             f"{run_dir}: not a run folder (no {path.name}); give runs/<experiment>, "

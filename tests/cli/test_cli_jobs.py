@@ -58,3 +58,37 @@ def test_a_drained_pool_shows_in_the_live_view(tmp_path):
     assert rows.rows()[0]["note"] == "pool drained: nothing generated since step 3"
     append_jsonl(metrics, [{"step": 5, "cum_rollouts": 192, "step_rollouts": 64}])
     assert rows.rows()[0]["note"] == ""  # the pool refilled (a new epoch)
+
+
+def test_a_running_job_whose_process_died_shows_failed(tmp_path):
+    """Issue 28: `rollcli status` kept a job `running` after its orchestrator was killed."""
+    import subprocess
+    import sys
+
+    from rollcli.launch.api import ENTRY_MODULE
+
+    rows = JobRows(_manifest(2), tmp_path)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    set_status(job_dir(tmp_path, "j000"), "running", executor={"kind": "local", "pid": gone.pid})
+    alive = subprocess.Popen(  # a process whose command line is the job's entry point
+        [
+            sys.executable,
+            "-c",
+            "import time; time.sleep(60)",
+            ENTRY_MODULE,
+            str(job_dir(tmp_path, "j001")),
+        ]
+    )
+    try:
+        set_status(
+            job_dir(tmp_path, "j001"), "running", executor={"kind": "local", "pid": alive.pid}
+        )
+        dead, running = rows.rows()
+    finally:
+        alive.kill()
+        alive.wait()
+    assert dead["status"] == "failed" and "process is gone" in dead["note"]
+    assert running["status"] == "running" and running["note"] == ""
+    # the live view's statuses come from the executor, which knows better than the state file
+    assert rows.rows({"j000": "running", "j001": "running"})[0]["status"] == "running"

@@ -64,10 +64,14 @@ def test_run_then_rerun_skips_finished_jobs(sim_spec, tmp_path):
     assert all(read_state(job_dir(run_dir, j.id))["attempts"] == 1 for j in plan)
 
     # a changed knob adds only the jobs whose config changed
-    plan3, third = _run(sim_spec(), run_dir, ["allocators.pc.p_upper=0.8"])
+    ticks: list[dict[str, str]] = []
+    plan3, third = _run(sim_spec(), run_dir, ["allocators.pc.p_upper=0.8"], on_tick=ticks.append)
     new = {j.id for j in plan3} - {j.id for j in plan}
     assert {plan3.get(jid).allocator for jid in new} == {"pc", None}  # pc/0 and the report
     assert set(third.statuses) == new
+    # the live view counts the skipped jobs as done from the first tick (issue 28: `0/21 done`)
+    assert set(ticks[0]) == {j.id for j in plan3}
+    assert all(ticks[0][jid] == "done" for jid in third.skipped)
 
 
 @pytest.mark.slow

@@ -83,6 +83,16 @@ def test_load_manifest_errors(tmp_path):
         load_manifest(tmp_path)
 
 
+def test_a_bare_experiment_name_suggests_its_run_folder(tmp_path, spec, monkeypatch):
+    """Issue 28: `rollcli status quickstart` did not suggest runs/quickstart."""
+    prepare_run(tmp_path / "runs" / "layout", spec.to_dict(), build_plan(spec), "x")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError, match="layout: no such run folder; did you mean runs/layout"):
+        load_manifest("layout")
+    with pytest.raises(StoreError, match="start one with"):  # nothing under runs/ by that name
+        load_manifest("other")
+
+
 def test_find_job(tmp_path, spec):
     plan = build_plan(spec)
     manifest = {"plan": plan.to_manifest()}
