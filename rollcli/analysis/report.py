@@ -45,6 +45,7 @@ __all__ = [
     "render_latex",
     "render_latex_wide",
     "render_csv",
+    "results_table",
     "render_json",
 ]
 
@@ -218,10 +219,9 @@ def _csv_value(value: Any) -> str:
     return str(value)
 
 
-def render_csv(analysis: RunAnalysis) -> str:
-    """One row per allocator, every numeric column a number (docs/report.md, Files): a cost
-    that never reached the target is its bound with ``<axis>_reached`` false, a speedup that is
-    a bound its bound with ``<axis>_speedup_bound`` ``lower``/``upper``; fractions are 0-1."""
+def results_table(analysis: RunAnalysis) -> tuple[list[str], list[list[Any]]]:
+    """The speedup table as plain values, one row per allocator: the columns of ``report.csv``
+    (and of the W&B report run's table), numbers as numbers and ``None`` where unknown."""
     header = ["allocator", "kind", "baseline", "num_seeds"]
     for axis in _AXIS_JSON:
         header += [f"{axis}_to_target", f"{axis}_reached", f"{axis}_speedup"]
@@ -229,9 +229,7 @@ def render_csv(analysis: RunAnalysis) -> str:
         header.append(f"{axis}_seeds_reached")
     header += ["step_time_ratio", "final_accuracy", "peak_accuracy", "generated_rollouts"]
     header += ["trained_rollouts", "generated_tokens", "reward_var", "zero_var_frac"]
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(header)
+    rows = []
     for res in analysis.allocators:
         row: list[Any] = [res.name, res.kind, analysis.run.target.baseline, len(res.seeds)]
         for axis in _AXIS_JSON:
@@ -251,6 +249,19 @@ def render_csv(analysis: RunAnalysis) -> str:
         row += [res.step_time_ratio, res.final_accuracy, res.peak_accuracy]
         row += [res.generated_rollouts, res.trained_rollouts, res.generated_tokens]
         row += [res.reward_var, res.zero_var_frac]
+        rows.append([_finite(v) if isinstance(v, float) else v for v in row])
+    return header, rows
+
+
+def render_csv(analysis: RunAnalysis) -> str:
+    """One row per allocator, every numeric column a number (docs/report.md, Files): a cost
+    that never reached the target is its bound with ``<axis>_reached`` false, a speedup that is
+    a bound its bound with ``<axis>_speedup_bound`` ``lower``/``upper``; fractions are 0-1."""
+    header, rows = results_table(analysis)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    for row in rows:
         writer.writerow([_csv_value(v) for v in row])
     return buf.getvalue()
 

@@ -4,10 +4,13 @@
 metrics row (docs/CONTRACTS.md §4) and a ``finish()``. Runs are grouped by experiment, typed by job
 (train/eval), carry the resolved job config, and have a deterministic id (a hash of the experiment
 and the job id: experiments that share a job, such as a common GRPO baseline, get a run each) with
-``resume="allow"``, so a resumed job continues the same W&B run. Mode ``auto`` is online when an API
-key is configured (``WANDB_API_KEY`` or a netrc entry for the W&B host) and the W&B host can be
-reached, and offline otherwise;
-``disabled`` logs nothing. W&B files live in ``<job>/wandb/``. wandb is imported only here, lazily.
+``resume="allow"``, so a resumed job continues the same W&B run. Row keys reach W&B in namespaces
+(:func:`wandb_key`: ``rollouts/cumulative`` for ``cum_rollouts``, ``reward/zero_var_frac``...);
+``metrics.jsonl`` keeps its own names. Mode ``auto`` is online when an API key is configured
+(``WANDB_API_KEY`` or a netrc entry for the W&B host) and the W&B host can be reached, and logs
+nothing otherwise; ``offline`` logs to files for a later ``wandb sync``; ``disabled`` logs
+nothing. W&B files live in ``<job>/wandb/`` and hold no link out of it. wandb is imported only
+here and in :mod:`rollcli.analysis.wandb_results`, lazily.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import hashlib
 import math
 import netrc
 import os
+import shutil
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,6 +36,9 @@ __all__ = [
     "is_logged_in",
     "wandb_run_id",
     "wandb_settings",
+    "wandb_key",
+    "init_run",
+    "keep_inside",
 ]
 
 _MODES = ("auto", "online", "offline", "disabled")
@@ -85,12 +92,13 @@ def can_reach_wandb(timeout_s: float = 3.0) -> bool:
 
 def resolve_mode(mode: str | None) -> str:
     """``auto`` -> ``online`` where W&B has a login AND the network reaches it, else
-    ``offline`` (sync later with ``wandb sync``); other modes pass through."""
+    ``disabled`` (nothing is written: offline runs in every job folder cost CPU and disk that
+    nobody asked for; ask with ``offline``); other modes pass through."""
     mode = (mode or "auto").lower()
     if mode not in _MODES:
         raise ValueError(f"tracking.wandb.mode must be one of {', '.join(_MODES)}, got {mode!r}")
     if mode == "auto":
-        return "online" if is_logged_in() and can_reach_wandb() else "offline"
+        return "online" if is_logged_in() and can_reach_wandb() else "disabled"
     return mode
 
 
@@ -107,26 +115,85 @@ def wandb_settings(job_config: Mapping[str, Any]) -> dict[str, Any]:
     return dict(((job_config.get("tracking") or {}).get("wandb")) or {})
 
 
+# metrics.jsonl's top-level keys (docs/CONTRACTS.md §4) -> their W&B section/name; keys that
+# already hold a "/" (eval/, time/, alloc/, train/) keep theirs
+_WANDB_KEYS = {
+    "cum_rollouts": "rollouts/cumulative",
+    "step_rollouts": "rollouts/step",
+    "cum_rollouts_trained": "rollouts/trained_cumulative",
+    "rollouts_trained": "rollouts/trained",
+    "cum_tokens": "tokens/cumulative",
+    "step_tokens": "tokens/step",
+    "reward_mean": "reward/mean",
+    "reward_var": "reward/var_trained",
+    "gen_reward_var": "reward/var_generated",
+    "zero_var_frac": "reward/zero_var_frac",
+    "prompts_trained": "pool/prompts_trained",
+    "groups_informative": "pool/groups_informative",
+    "evicted": "pool/evicted",
+    "deferred": "pool/deferred",
+    "epoch": "pool/epoch",
+    "policy_version": "pool/policy_version",
+    "wall_s": "time/wall_s",
+}
+_WANDB_PREFIXES = ("rollouts_", "tokens_")  # the breakdown: rollouts_decision -> rollouts/decision
+
+
+def wandb_key(key: str) -> str:
+    """The W&B name of a metrics-row key: every key lands in a section (``rollouts/``,
+    ``tokens/``, ``reward/``, ``pool/``, ``time/``, ``eval/``, ``alloc/``, ``train/``; a key
+    rollcli does not know goes to ``other/``)."""
+    if "/" in key:
+        return key
+    if key in _WANDB_KEYS:
+        return _WANDB_KEYS[key]
+    for prefix in _WANDB_PREFIXES:
+        if key.startswith(prefix):
+            return f"{prefix[:-1]}/{key[len(prefix) :]}"
+    return f"other/{key}"
+
+
 def _loggable(row: Mapping[str, Any]) -> dict[str, Any]:
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in row.items():
+        if key == "step":  # the W&B step itself
+            continue
         if isinstance(value, bool):
-            out[key] = int(value)
+            out[wandb_key(key)] = int(value)
         elif isinstance(value, (int, float)):
             if isinstance(value, float) and not math.isfinite(value):
                 continue
-            out[key] = value
+            out[wandb_key(key)] = value
         elif isinstance(value, str):
-            out[key] = value
+            out[wandb_key(key)] = value
     return out
+
+
+def keep_inside(wandb_dir: str | Path) -> None:
+    """Replace every symlink under ``wandb_dir`` by a copy of its file (or drop it when the
+    file is gone): wandb-core links ``logs/debug-core.log`` to its own log under ``~/.cache``,
+    and a run folder must hold its files, not point out of itself."""
+    root = Path(wandb_dir)
+    if not root.is_dir():
+        return
+    for path in root.rglob("*"):
+        if not path.is_symlink():
+            continue
+        target = path.resolve()
+        path.unlink()
+        if target.is_file():
+            tmp = path.with_name(f".{path.name}.tmp")
+            shutil.copyfile(target, tmp)
+            os.replace(tmp, path)
 
 
 class WandbTracker:
     """A live wandb run; every metrics row is logged at its ``step``."""
 
-    def __init__(self, run: Any, mode: str) -> None:
+    def __init__(self, run: Any, mode: str, wandb_dir: Path | None = None) -> None:
         self.run = run
         self.mode = mode
+        self.wandb_dir = wandb_dir  # <job>/wandb, cleaned of links out of it on finish
         # a resumed online run already holds steps < run.step; W&B rejects going back
         self._next_step = int(getattr(run, "step", 0) or 0)
 
@@ -140,12 +207,35 @@ class WandbTracker:
     def finish(self) -> None:
         if self.run is not None:
             self.run.finish()
+            if self.wandb_dir is not None:
+                keep_inside(self.wandb_dir)
             self.run = None
 
 
 def _init(wandb: Any, mode: str, kwargs: dict[str, Any]) -> Any:
-    settings = wandb.Settings(silent=True, console="off", x_disable_stats=True)
+    # symlink=False: no latest-run/debug.log links next to the runs
+    settings = wandb.Settings(silent=True, console="off", x_disable_stats=True, symlink=False)
     return wandb.init(mode=mode, settings=settings, reinit="create_new", **kwargs)
+
+
+def init_run(cfg: Mapping[str, Any], kwargs: dict[str, Any]) -> tuple[Any, str] | None:
+    """Open a W&B run with the spec's ``tracking.wandb`` settings ``cfg`` and ``wandb.init``
+    keyword arguments; returns ``(run, mode)``, or None when the mode logs nothing. In mode
+    ``auto`` a failed online start logs nothing (with a note) instead of failing the job."""
+    mode = resolve_mode(cfg.get("mode"))
+    if mode == "disabled":
+        return None
+    import wandb
+
+    Path(kwargs["dir"]).mkdir(parents=True, exist_ok=True)
+    keep_inside(Path(kwargs["dir"]) / "wandb")  # a crashed earlier attempt's links
+    try:
+        return _init(wandb, mode, kwargs), mode
+    except Exception as error:  # noqa: BLE001 - a network failure must not kill training
+        if str(cfg.get("mode") or "auto").lower() != "auto":
+            raise
+        print(f"rollcli: W&B online init failed ({error}); logging nothing", file=sys.stderr)
+        return None
 
 
 def create_tracker(
@@ -153,11 +243,7 @@ def create_tracker(
 ) -> NullTracker | WandbTracker:
     """The tracker of one job, from its resolved config (docs/CONTRACTS.md §3)."""
     cfg = wandb_settings(job_config)
-    mode = resolve_mode(cfg.get("mode"))
-    if mode == "disabled":
-        return NullTracker()
-    import wandb
-
+    resolve_mode(cfg.get("mode"))  # an unknown mode fails before anything is created
     job = dict(job_config.get("job") or {})
     job_id = str(job.get("id") or Path(job_dir).name)
     job_type = str(job.get("type") or "train")
@@ -166,8 +252,6 @@ def create_tracker(
     if job_type != "train":
         name = f"{job_type}-{name}"
     tags = [str(t) for t in (cfg.get("tags") or [])]
-    job_dir = Path(job_dir)
-    job_dir.mkdir(parents=True, exist_ok=True)
     experiment = str(job_config.get("experiment") or "rollcli")
     kwargs = dict(
         project=str(cfg.get("project") or "rollcli"),
@@ -181,17 +265,10 @@ def create_tracker(
         resume="allow",
         dir=str(job_dir),
     )
-    try:
-        run = _init(wandb, mode, kwargs)
-    except Exception as error:  # noqa: BLE001 - a network failure must not kill training
-        if mode != "online" or cfg.get("mode") == "online":
-            raise
-        print(
-            f"rollcli: W&B online init failed ({error}); logging offline to {job_dir}/wandb",
-            file=sys.stderr,
-        )
-        mode = "offline"
-        run = _init(wandb, mode, kwargs)
-    run.define_metric("cum_rollouts")
-    run.define_metric("eval/*", step_metric="cum_rollouts")
-    return WandbTracker(run, mode)
+    opened = init_run(cfg, kwargs)
+    if opened is None:
+        return NullTracker()
+    run, mode = opened
+    run.define_metric("rollouts/cumulative")
+    run.define_metric("eval/*", step_metric="rollouts/cumulative")
+    return WandbTracker(run, mode, Path(job_dir) / "wandb")

@@ -1,8 +1,12 @@
 """``rollcli report --wandb``: a W&B report of a run, built with wandb-workspaces.
 
-The report holds the rollouts-to-target table (Markdown), then line plots of the train runs of the
-experiment (W&B group = experiment) grouped by allocator: the target metric against cumulative
-rollouts with a min-max band over seeds, reward variance and the zero-variance fraction over steps.
+The report holds the rollouts-to-target table (Markdown), the report run's figures and speedup
+table (:mod:`rollcli.analysis.wandb_results`: the accuracy figure there carries the table's
+bootstrap band, the same as ``accuracy.pdf``), then line plots of the train runs of the experiment
+(W&B group = experiment) grouped by allocator: the seed mean of the target metric against
+cumulative rollouts, reward variance and the zero-variance fraction over steps. The line plots
+draw no band of their own: W&B offers min-max, standard deviation or standard error only, none of
+them the bootstrap interval every rollcli figure and table uses.
 Building the report works offline; saving it needs a W&B login. When there is none, or when job
 runs were logged offline, the command says exactly what to run (``wandb login``, ``wandb sync``).
 """
@@ -65,15 +69,26 @@ def build_wandb_report(analysis: RunAnalysis, *, entity: str, project: str):
             y=[y],
             groupby=wr.Config("job.allocator"),
             groupby_aggfunc="mean",
-            groupby_rangefunc="minmax",
+            groupby_rangefunc="none",  # the bootstrap band is the report run's figure
         )
 
     panels = [
-        line(f"{metric} vs cumulative rollouts", "cum_rollouts", metric),
-        line("reward variance (trained groups)", "Step", "reward_var"),
-        line("zero-variance group fraction", "Step", "zero_var_frac"),
-        line("tokens per step", "Step", "step_tokens"),
+        line(f"{metric} vs cumulative rollouts (seed mean)", "rollouts/cumulative", metric),
+        line("reward variance (trained groups)", "Step", "reward/var_trained"),
+        line("zero-variance group fraction", "Step", "reward/zero_var_frac"),
+        line("tokens per step", "Step", "tokens/step"),
     ]
+    report_runs = wr.Runset(
+        entity=entity,
+        project=project,
+        name=f"{run.experiment} report",
+        filters=f"Group = '{run.wandb_group}' and JobType = 'report'",
+    )
+    results = [
+        wr.MediaBrowser(title="accuracy (band: the table's bootstrap interval)",
+                        media_keys=["figures/accuracy"]),
+        wr.WeavePanelSummaryTable(table_name="results/speedups"),
+    ]  # fmt: skip
     return wr.Report(
         project=project,
         entity=entity,
@@ -84,6 +99,7 @@ def build_wandb_report(analysis: RunAnalysis, *, entity: str, project: str):
             wr.P(text=target_line(analysis)),
             wr.MarkdownBlock(text=_markdown_table(analysis)),
             wr.P(text=interval_line(analysis)),
+            wr.PanelGrid(runsets=[report_runs], panels=results),
             wr.H1(text="Curves"),
             wr.PanelGrid(runsets=[runset], panels=panels),
         ],
@@ -117,6 +133,13 @@ def publish_wandb_report(analysis: RunAnalysis) -> WandbReportResult:
         result.messages.append(
             "W&B tracking is disabled in this run's spec (tracking.wandb.mode: disabled), so no "
             "run was logged; set tracking.wandb.mode to auto or online to get a W&B report."
+        )
+        return result
+    if not is_logged_in() and not pending:
+        result.messages.append(
+            "No W&B run was logged: tracking.wandb.mode auto logs only where there is a W&B "
+            "login and the host answers. Run `wandb login` before `rollcli run` (or set "
+            "tracking.wandb.mode: offline to log files for a later `wandb sync`)."
         )
         return result
     if not is_logged_in():

@@ -371,15 +371,20 @@ def check_wandb(ctx: Context) -> list[Check]:
         return [Check("wandb", "ok", f"mode {mode} (set in the spec)")]
     from rollcli.analysis.tracking import can_reach_wandb, is_logged_in
 
+    offline = "or set tracking.wandb.mode: offline and wandb sync runs/<experiment>/jobs/*/wandb"
     if not is_logged_in():
-        return [Check("wandb", "warn", "auto -> offline: no W&B login", "wandb login")]
+        return [
+            Check(
+                "wandb", "warn", "auto -> nothing logged: no W&B login", f"wandb login, {offline}"
+            )
+        ]
     if not can_reach_wandb():
         return [
             Check(
                 "wandb",
                 "warn",
-                "auto -> offline: logged in but W&B is unreachable from here",
-                "sync later: wandb sync runs/<experiment>/jobs/*/wandb/offline-run-*",
+                "auto -> nothing logged: logged in but W&B is unreachable from here",
+                offline,
             )
         ]
     return [Check("wandb", "ok", "auto -> online")]

@@ -1,7 +1,8 @@
 """Report jobs: the rollouts-to-target report of a run, and the ablation report of a sweep.
 
 A plan's report job runs after every train and eval job and writes ``<run>/report/``
-(:func:`rollcli.analysis.write_report`). A sweep's run folder gets its ablation report instead
+(:func:`rollcli.analysis.write_report`), then logs the results to the experiment's W&B ``report``
+run when the spec's tracking logs anything (:func:`rollcli.analysis.wandb_results.log_report_run`). A sweep's run folder gets its ablation report instead
 (:func:`write_sweep_report`): its points reuse allocator names, so one speedup table would mix
 them.
 """
@@ -26,9 +27,16 @@ def run(folder: JobFolder, config: JobConfig, stop: threading.Event) -> None:
     if run_dir.is_sweep:
         _, files = write_sweep_report(run_dir.path)
     else:
-        files = list(getattr(write_report(run_dir.path), "files", []))
+        result = write_report(run_dir.path)
+        files = list(result.files)
     for path in files:
         print(f"wrote {path}")
+    if not run_dir.is_sweep:
+        from rollcli.analysis.wandb_results import log_report_run
+
+        logged = log_report_run(result.analysis, files, folder.path)
+        if logged is not None:
+            print(f"W&B: the report run {logged.run_id} ({logged.mode}) in {logged.wandb_dir}")
 
 
 def write_sweep_report(run_dir: str | os.PathLike[str], *, plots: bool = True) -> tuple[Any, list]:

@@ -262,7 +262,8 @@ class WandbSpec(_Frozen):
     project: str = "rollcli"
     entity: str | None = None
     mode: Literal["auto", "online", "offline", "disabled"] = Field(
-        "auto", description="auto: online if logged in, else offline"
+        "auto",
+        description="auto: online with a W&B login and a reachable host, else nothing logged",
     )
     tags: tuple[str, ...] = ()
     group: str | None = None

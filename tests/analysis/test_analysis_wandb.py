@@ -1,5 +1,7 @@
-"""W&B: job trackers write offline run folders with the expected keys; reports are built offline
-and saved with only the network save mocked."""
+"""W&B: job trackers write offline run folders with namespaced keys and no link out of the job
+folder; `auto` logs nothing without a login; the report run carries the speedup table, curves,
+figures and files (read back from the .wandb file W&B writes); reports are built offline and saved
+with only the network save mocked."""
 
 from __future__ import annotations
 
@@ -58,7 +60,8 @@ def test_mode_resolution(wandb_env, monkeypatch):
 
     monkeypatch.setattr(tracking, "can_reach_wandb", lambda: True)
     assert not is_logged_in()
-    assert resolve_mode("auto") == "offline"
+    assert resolve_mode("auto") == "disabled"  # issue 28: not offline files nobody asked for
+    assert resolve_mode("offline") == "offline"
     assert resolve_mode("disabled") == "disabled"
     (wandb_env / ".netrc").write_text("machine api.wandb.ai\n  login user\n  password x\n")
     (wandb_env / ".netrc").chmod(0o600)
@@ -70,14 +73,14 @@ def test_mode_resolution(wandb_env, monkeypatch):
         resolve_mode("sometimes")
 
 
-def test_auto_stays_offline_with_a_login_but_no_network(wandb_env, monkeypatch):
+def test_auto_logs_nothing_with_a_login_but_no_network(wandb_env, monkeypatch):
     """A compute node without internet: an online run would retry for minutes, then fail."""
     from rollcli.analysis import tracking
 
     monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
     monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # nothing listens on port 443
     assert not tracking.can_reach_wandb(timeout_s=1.0)
-    assert resolve_mode("auto") == "offline"
+    assert resolve_mode("auto") == "disabled"
     assert resolve_mode("online") == "online"  # an explicit mode is the user's choice
 
 
@@ -118,12 +121,41 @@ def test_experiments_sharing_a_job_get_a_run_each(tmp_path, wandb_env, monkeypat
     assert again is not None and opened[2]["id"] == first["id"]
 
 
-def test_disabled_tracker_writes_nothing(tmp_path, wandb_env):
-    tracker = create_tracker(_job_config("job0000001", "disabled"), tmp_path / "job")
+@pytest.mark.parametrize("mode", ["disabled", "auto"])
+def test_disabled_tracker_writes_nothing(tmp_path, wandb_env, mode):
+    """`auto` without a login logs nothing at all (issue 28: it wrote offline runs, ~1.2 s CPU
+    a job, into every job folder)."""
+    tracker = create_tracker(_job_config("job0000001", mode), tmp_path / "job")
     assert isinstance(tracker, NullTracker)
     tracker({"step": 1, "cum_rollouts": 64})
     tracker.finish()
     assert not (tmp_path / "job").exists()
+
+
+def test_every_row_key_lands_in_a_section(synthetic_run):
+    """No flat key reaches W&B: each metrics-row key maps to a named section (issue 28: ~25
+    keys landed in one flat section)."""
+    from rollcli.analysis.tracking import wandb_key
+    from rollcli.train.rows import initial_row
+
+    rows = read_jsonl(synthetic_run / "jobs" / "pc01abcdef" / "metrics.jsonl")
+    contract = {"cum_rollouts", "cum_tokens", "step_rollouts", "step_tokens", "wall_s",
+                "cum_rollouts_trained", "reward_mean", "reward_var", "gen_reward_var",
+                "zero_var_frac", "prompts_trained", "rollouts_trained", "evicted", "deferred",
+                "epoch", "policy_version", "rollouts_skipped", "groups_informative",
+                *initial_row(0)}  # fmt: skip
+    for part in ("informative", "zero_var", "decision", "held"):
+        contract |= {f"rollouts_{part}", f"tokens_{part}"}
+    keys = contract | {k for row in rows for k in row} - {"step"}
+    sections = {"rollouts", "tokens", "reward", "pool", "time", "eval", "alloc", "train"}
+    for key in keys - {"step"}:
+        assert wandb_key(key).split("/")[0] in sections, key
+    assert wandb_key("cum_rollouts") == "rollouts/cumulative"
+    assert wandb_key("rollouts_decision") == "rollouts/decision"
+    assert wandb_key("zero_var_frac") == "reward/zero_var_frac"
+    assert wandb_key("eval/accuracy") == "eval/accuracy"
+    assert wandb_key("something_new") == "other/something_new"
+    assert len({wandb_key(k) for k in keys}) == len(keys)  # no two keys collide
 
 
 @pytest.mark.slow
@@ -132,7 +164,7 @@ def test_offline_run_folder_has_the_expected_keys(
 ):
     rows = read_jsonl(synthetic_run / "jobs" / "pc01abcdef" / "metrics.jsonl")
     job_dir = tmp_path / "job"
-    config = _job_config("pc01abcdef", "auto")  # not logged in: offline
+    config = _job_config("pc01abcdef", "offline")
     for _ in range(2):  # a resumed job logs into the same run id
         tracker = create_tracker(config, job_dir)
         assert isinstance(tracker, WandbTracker) and tracker.mode == "offline"
@@ -165,16 +197,20 @@ def test_offline_run_folder_has_the_expected_keys(
         if r.WhichOneof("record_type") == "history"
     ]
     assert [h["_step"] for h in history] == [row["step"] for row in rows]
-    assert {"cum_rollouts", "cum_tokens", "reward_var", "zero_var_frac", "time/step_s"} <= set(
-        history[5]
-    )
+    named = {"rollouts/cumulative", "tokens/cumulative", "reward/var_trained"}
+    assert named | {"reward/zero_var_frac", "time/step_s"} <= set(history[5])
+    assert history[5]["rollouts/cumulative"] == rows[5]["cum_rollouts"]
+    assert all("/" in key for h in history for key in h if not key.startswith("_"))
     assert history[5]["eval/accuracy"] == pytest.approx(rows[5]["eval/accuracy"])
     metrics = {
         r.metric.glob_name or r.metric.name: r.metric
         for r in records
         if r.WhichOneof("record_type") == "metric"
     }
-    assert metrics["eval/*"].step_metric == "cum_rollouts"
+    assert metrics["eval/*"].step_metric == "rollouts/cumulative"
+    # issue 28: logs/debug-core.log linked to ~/.cache; nothing links out of the job folder
+    assert not [p for p in job_dir.rglob("*") if p.is_symlink()]
+    assert (folders[0] / "logs" / "debug-core.log").is_file()
 
 
 def _enable_wandb(run_dir, **settings):
@@ -189,11 +225,16 @@ def test_report_is_built_offline(synthetic_run):
     report = build_wandb_report(analyze_run(synthetic_run), entity="team", project="proj")
     markdown = next(b for b in report.blocks if isinstance(b, wr.MarkdownBlock))
     assert "| pc | pilot_commit | 3 | 3/3 | 2.05k | 1.25x (1.25, 1.25, 1.25) |" in markdown.text
-    grid = next(b for b in report.blocks if isinstance(b, wr.PanelGrid))
+    results, grid = [b for b in report.blocks if isinstance(b, wr.PanelGrid)]
     assert grid.runsets[0].groupby == ["config.job.allocator"]
     assert "Group = 'synthetic'" in str(grid.runsets[0].filters)
     plots = {(p.x, p.y[0]) for p in grid.panels}
-    assert ("cum_rollouts", "eval/accuracy") in plots and ("Step", "reward_var") in plots
+    assert ("rollouts/cumulative", "eval/accuracy") in plots
+    assert ("Step", "reward/var_trained") in plots
+    # no band of W&B's own (min-max, stddev): the bootstrap band is the report run's figure
+    assert {p.groupby_rangefunc for p in grid.panels} == {"none"}
+    assert "JobType = 'report'" in str(results.runsets[0].filters)
+    assert any(getattr(p, "media_keys", None) == ["figures/accuracy"] for p in results.panels)
 
 
 def test_offline_report_says_how_to_sync(synthetic_run, wandb_env):
@@ -232,3 +273,76 @@ def test_logged_in_report_is_saved_and_its_url_printed(synthetic_run, wandb_env,
     monkeypatch.setenv("WANDB_BASE_URL", "https://api.wandb.example.org")
     result = publish_wandb_report(analyze_run(synthetic_run))
     assert result.url == "https://wandb.example.org/team/proj/reports/rollcli:-synthetic--Vmlldzo1"
+
+
+def _under(flat: dict, prefix: str) -> dict:
+    """The fields of one logged value (a table, an image): W&B records them as prefix/field."""
+    return {k[len(prefix) + 1 :]: v for k, v in flat.items() if k.startswith(prefix + "/")}
+
+
+@pytest.mark.slow
+def test_report_run_carries_the_results(synthetic_run, tmp_path, wandb_env, read_wandb_log):
+    """Issue 28: only raw rows reached W&B. The report run holds the speedup table, the curves
+    with the figure's band, the figures and report.json as an artifact (read back from the
+    offline run's .wandb file and the files W&B writes next to it)."""
+    import threading
+
+    from rollcli.analysis import write_report
+    from rollcli.analysis.report import results_table
+    from rollcli.analysis.wandb_results import curve_table, report_run_id
+    from rollcli.jobs import report as report_job
+    from rollcli.store.folders import JobFolder
+
+    _enable_wandb(synthetic_run, mode="offline", project="rollcli-test")
+    job_dir = synthetic_run / "jobs" / "report0001"
+    report_job.run(JobFolder(job_dir), None, threading.Event())  # the plan's report job
+    result = write_report(synthetic_run, out=tmp_path / "report")  # the same files again
+    (folder,) = (job_dir / "wandb").glob("offline-run-*")
+    run_id = report_run_id("synthetic")
+    records = list(read_wandb_log(folder / f"run-{run_id}.wandb"))
+    run = next(r.run for r in records if r.WhichOneof("record_type") == "run")
+    assert (run.run_group, run.job_type, run.display_name) == ("synthetic", "report", "report")
+    (history,) = [
+        {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item}
+        for r in records
+        if r.WhichOneof("record_type") == "history"
+    ]
+    columns, rows = results_table(result.analysis)
+    table = _under(history, "results/speedups")
+    assert table["_type"] == "table-file" and table["ncols"] == len(columns)
+    written = json.loads((folder / "files" / table["path"]).read_text())
+    assert written["columns"] == columns
+    names = [r[0] for r in written["data"]]
+    assert names == [r[0] for r in rows] and names[:2] == ["grpo", "pc"]
+    speedup = written["data"][1][columns.index("rollouts_speedup")]
+    assert speedup == pytest.approx(1.25)
+    curves = _under(history, "results/accuracy_curves")
+    curve_columns, curve_rows = curve_table(result.analysis)
+    assert curves["nrows"] == len(curve_rows) and curve_columns[-2:] == ["band_low", "band_high"]
+    pngs = {p.stem for p in result.files if p.suffix == ".png"}
+    assert "accuracy" in pngs
+    for stem in pngs:
+        image = _under(history, f"figures/{stem}")
+        assert image["_type"] == "image-file" and (folder / "files" / image["path"]).is_file()
+    summary = {
+        i.key or "/".join(i.nested_key): json.loads(i.value_json)
+        for r in records
+        if r.WhichOneof("record_type") == "summary"
+        for i in r.summary.update
+    }
+    assert summary["speedup/pc"] == pytest.approx(1.25)
+    artifacts = [r.artifact for r in records if r.WhichOneof("record_type") == "artifact"]
+    (artifact,) = [a for a in artifacts if a.name == "report-synthetic"]
+    assert artifact.type == "report"
+    contents = {e.path for e in artifact.manifest.contents}
+    assert {"report.json", "report.csv", "accuracy.pdf"} <= contents
+    assert not [p for p in job_dir.rglob("*") if p.is_symlink()]
+
+
+def test_report_run_logs_nothing_when_tracking_is_off(synthetic_run, tmp_path, wandb_env):
+    from rollcli.analysis.wandb_results import log_report_run
+
+    for mode in ("disabled", "auto"):  # auto: no login here
+        _enable_wandb(synthetic_run, mode=mode)
+        assert log_report_run(analyze_run(synthetic_run), [], tmp_path / "job") is None
+    assert not (tmp_path / "job").exists()
