@@ -34,7 +34,11 @@ checks, after every protocol call (:class:`ContractRun`):
   otherwise; a group's baseline is checked by :class:`~rollcli.allocators.Group` itself);
 * an evicted prompt is never asked again; a deferred prompt is not asked again in its epoch
   and is asked again in the next one; no ask holds a prompt twice;
-* ``state_dict()`` is JSON-serialisable at every point and ``stats()`` are finite numbers.
+* ``live_refs()`` is a set of rollouts told and not yet trained, the same when called again;
+* ``stats()`` is a dict of names to finite ints/floats (no bools, strings or arrays) that holds
+  the base's ``evicted``, ``deferred`` and ``epoch``, has the same keys at every step (and after a
+  state round trip), and reading it changes nothing;
+* ``state_dict()`` is JSON-serialisable at every point.
 
 On top: same seed gives the same decisions, and a JSON state round-trip at any point of a step
 (even with an ask pending) continues exactly as the uninterrupted run.
@@ -305,6 +309,7 @@ class ContractRun:
     asked_in_epoch: dict[int, set[int]] = field(default_factory=dict)
     step_start_generated: tuple[int, int] = (0, 0)
     num_trained: int = 0
+    stat_keys: frozenset[str] | None = None  # stats()' key set, fixed by the first step
 
     def __post_init__(self) -> None:
         self.backend = FakeBackend(make_pool(self.case.num_prompts), self.seed)
@@ -418,14 +423,65 @@ class ContractRun:
             f"{self.case.id}: step {self.step} trained {trained} < floor {trained_floor}"
         )
         b.update(groups)  # fails on a ref the backend freed or a reward that was not told
-        b.retain(a.live_refs())
-        stats = a.stats()
-        for key, value in stats.items():
-            assert isinstance(key, str) and math.isfinite(float(value)), f"stat {key}={value!r}"
+        live = self._check_live_refs()
+        b.retain(live)
+        stats = self._check_stats()
         self.trace.append(("groups", [(g.prompt_id, list(g.refs)) for g in groups]))
         self.trace.append(("stats", sorted(stats.items())))
         self.in_step = False
         self.step += 1
+
+    def _check_live_refs(self) -> set[Any]:
+        """``live_refs()``: a set of rollouts told and not yet trained (a trained rollout never
+        trains again, so holding it only keeps memory), the same on a second call."""
+        a = self.allocator
+        live = a.live_refs()
+        assert isinstance(live, (set, frozenset)), (
+            f"{self.case.id}: live_refs() must return a set, got {type(live).__name__}"
+        )
+        unknown = live - set(self.told)
+        assert not unknown, (
+            f"{self.case.id}: live_refs() holds refs never told: {sorted(unknown)[:5]}"
+        )
+        trained = live & self.trained
+        assert not trained, (
+            f"{self.case.id}: live_refs() holds refs already trained: {sorted(trained)[:5]}"
+        )
+        assert a.live_refs() == live, f"{self.case.id}: live_refs() changed on a second call"
+        return set(live)
+
+    def _check_stats(self) -> dict[str, Any]:
+        """``stats()`` (docs/allocators.md, "Write your own allocator"): a dict of str keys to
+        finite int/float values (no bool, str or arrays), holding the base's ``evicted``,
+        ``deferred`` and ``epoch``, with the same keys at every step (a column that comes and
+        goes breaks the metrics table and W&B's charts); reading it changes nothing."""
+        a = self.allocator
+        before = a.state_dict()
+        stats = a.stats()
+        assert isinstance(stats, dict), f"{self.case.id}: stats() must return a dict"
+        for key, value in stats.items():
+            assert isinstance(key, str) and key and key == key.strip() and " " not in key, (
+                f"{self.case.id}: stats() key {key!r} must be a non-empty name without spaces"
+            )
+            number = isinstance(value, (int, float, np.integer, np.floating))
+            assert number and not isinstance(value, (bool, np.bool_)), (
+                f"{self.case.id}: stats()[{key!r}] must be an int or float, got {value!r}"
+            )
+            assert math.isfinite(float(value)), f"{self.case.id}: stats()[{key!r}] = {value!r}"
+        missing = {"evicted", "deferred", "epoch"} - set(stats)
+        assert not missing, (
+            f"{self.case.id}: stats() lacks {sorted(missing)}: extend {{**super().stats(), ...}}"
+        )
+        if self.stat_keys is None:
+            self.stat_keys = frozenset(stats)
+        assert set(stats) == self.stat_keys, (
+            f"{self.case.id}: stats() keys changed at step {self.step}: "
+            f"{sorted(set(stats) ^ self.stat_keys)} (the key set must be the same every step)"
+        )
+        assert a.stats() == stats and a.state_dict() == before, (
+            f"{self.case.id}: reading stats() changed the allocator"
+        )
+        return stats
 
     def _check_breakdown(self, groups: list[Group]) -> None:
         """The ledger's breakdown, recomputed from the told rollouts, the groups and the live refs."""
@@ -486,7 +542,8 @@ class ContractRun:
         twin = ContractRun(self.case, self.seed)
         twin.allocator.load_state_dict(json.loads(json.dumps(self.allocator.state_dict())))
         twin.backend.load_state_dict(json.loads(json.dumps(self.backend.state_dict())))
-        for name in ("step", "in_step", "pending", "step_start_generated", "num_trained"):
+        names = ("step", "in_step", "pending", "step_start_generated", "num_trained", "stat_keys")
+        for name in names:
             setattr(twin, name, getattr(self, name))
         twin.trace = list(self.trace)
         twin.told = dict(self.told)

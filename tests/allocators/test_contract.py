@@ -56,6 +56,50 @@ class _TrainsTwice(_Uniform):
         return groups + groups[:1]
 
 
+class _StatsComeAndGo(_Uniform):
+    def stats(self) -> dict[str, float]:
+        extra = {"warmup": 1.0} if self.step == 0 else {}
+        return {**super().stats(), **extra}
+
+
+class _StatsDropTheBase(_Uniform):
+    def stats(self) -> dict[str, float]:
+        return {"buffer": 0.0}
+
+
+class _StatsNotNumbers(_Uniform):
+    def stats(self) -> dict[str, float]:
+        return {**super().stats(), "full": True}  # type: ignore[dict-item]
+
+
+class _StatsNotFinite(_Uniform):
+    def stats(self) -> dict[str, float]:
+        return {**super().stats(), "ratio": float("inf")}
+
+
+class _StatsMutate(_Uniform):
+    def stats(self) -> dict[str, float]:
+        self.rng.random()  # reading a counter must not move the generator
+        return super().stats()
+
+
+class _HoldsTrained(_Uniform):
+    """Keeps every rollout it ever trained alive: memory that grows for nothing."""
+
+    def _train_groups(self) -> list[Group]:
+        groups = super()._train_groups()
+        self.kept = getattr(self, "kept", set()) | {r for g in groups for r in g.refs}
+        return groups
+
+    def live_refs(self) -> set:
+        return set(getattr(self, "kept", set()))
+
+
+class _LiveRefsList(_Uniform):
+    def live_refs(self) -> list:  # type: ignore[override]
+        return []
+
+
 def _case(cls: type, name: str) -> ContractCase:
     return ContractCase(
         factory=lambda **kw: cls(UniformConfig(n=4), **kw), rollouts_per_step=32, name=name
@@ -84,6 +128,13 @@ def test_factory_cases_run_the_whole_suite() -> None:
         (_Overspends, r"generated 32 > bound 31"),
         (_NoBound, "max_step_rollouts must be an int >= 1, got None"),
         (_TrainsTwice, "trained twice"),
+        (_StatsComeAndGo, r"stats\(\) keys changed at step 1: \['warmup'\]"),
+        (_StatsDropTheBase, r"stats\(\) lacks \['deferred', 'epoch', 'evicted'\]"),
+        (_StatsNotNumbers, r"stats\(\)\['full'\] must be an int or float, got True"),
+        (_StatsNotFinite, r"stats\(\)\['ratio'\] = inf"),
+        (_StatsMutate, r"reading stats\(\) changed the allocator"),
+        (_HoldsTrained, r"live_refs\(\) holds refs already trained"),
+        (_LiveRefsList, r"live_refs\(\) must return a set, got list"),
     ],
 )
 def test_the_suite_catches_a_broken_allocator(cls: type, match: str) -> None:
