@@ -26,6 +26,7 @@ from rollcli.allocators import (  # noqa: F401
     uniform,
     vigor,
 )
+from rollcli.allocators._common import KeptGroups
 from rollcli.allocators.api import (
     AllocatorError,
     Ask,
@@ -61,6 +62,7 @@ __all__ = [
     "BaseAllocator",
     "BudgetLedger",
     "Group",
+    "KeptGroups",
     "Outcome",
     "PromptSource",
     "UnknownAllocatorError",

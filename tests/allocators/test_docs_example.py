@@ -49,9 +49,23 @@ def test_write_your_own_allocator_runs(tmp_path: Path) -> None:
     assert entry_points == {
         "rollcli.allocators": {"skip_solved": "skip_solved:SkipSolvedAllocator"}
     }
-    assert "class SkipSolvedAllocator(BaseAllocator):" in files["skip_solved.py"][1]
+    code = files["skip_solved.py"][1]
+    # the helpers, not hand-written copies of them (issue 28)
+    assert "class SkipSolvedAllocator(KeptGroups, BaseAllocator):" in code
+    assert "self.prompts_per_step(config.n" in code
+    assert "def _train_groups" not in code and "rollouts_per_step %" not in code
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROLLCLI_ROOT)])}
+    # `rollcli init --list` describes the kind by its module docstring's first line (the doc says)
+    listing = subprocess.run(
+        [sys.executable, "-c", "import skip_solved\nfrom rollcli.cli.spec import "
+         "allocator_kinds_listing\nprint('\\n'.join(allocator_kinds_listing(200)))"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    first_line = code.splitlines()[1].strip('"').rstrip(".")
+    assert re.search(rf"^skip_solved +{re.escape(first_line)}\.?$", listing.stdout, re.M), (
+        listing.stdout + listing.stderr
+    )
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_skip_solved.py"],
         cwd=tmp_path,
