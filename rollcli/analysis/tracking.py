@@ -174,17 +174,20 @@ def keep_inside(wandb_dir: str | Path) -> None:
     file is gone): wandb-core links ``logs/debug-core.log`` to its own log under ``~/.cache``,
     and a run folder must hold its files, not point out of itself."""
     root = Path(wandb_dir)
-    if not root.is_dir():
+    if not root.is_dir() or root.is_symlink():
         return
-    for path in root.rglob("*"):
-        if not path.is_symlink():
-            continue
-        target = path.resolve()
-        path.unlink()
-        if target.is_file():
-            tmp = path.with_name(f".{path.name}.tmp")
-            shutil.copyfile(target, tmp)
-            os.replace(tmp, path)
+    # os.walk never descends through a link (Path.rglob does before Python 3.13)
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        for name in dirs + files:
+            path = Path(folder, name)
+            if not path.is_symlink():
+                continue
+            target = path.resolve()
+            path.unlink()
+            if target.is_file():
+                tmp = path.with_name(f".{path.name}.tmp")
+                shutil.copyfile(target, tmp)
+                os.replace(tmp, path)
 
 
 class WandbTracker:

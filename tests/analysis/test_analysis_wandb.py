@@ -346,3 +346,24 @@ def test_report_run_logs_nothing_when_tracking_is_off(synthetic_run, tmp_path, w
         _enable_wandb(synthetic_run, mode=mode)
         assert log_report_run(analyze_run(synthetic_run), [], tmp_path / "job") is None
     assert not (tmp_path / "job").exists()
+
+
+def test_keep_inside_copies_file_links_and_never_walks_out(tmp_path):
+    """A link to a file outside becomes a copy; a link to a folder outside is dropped without
+    touching what it points to."""
+    from rollcli.analysis.tracking import keep_inside
+
+    outside = tmp_path / "cache"
+    (outside / "logs").mkdir(parents=True)
+    (outside / "core-debug.log").write_text("core log\n")
+    (outside / "logs" / "other.log").symlink_to(outside / "core-debug.log")
+    run = tmp_path / "job" / "wandb" / "offline-run-1" / "logs"
+    run.mkdir(parents=True)
+    (run / "debug-core.log").symlink_to(outside / "core-debug.log")
+    (run / "gone.log").symlink_to(outside / "missing.log")
+    (tmp_path / "job" / "wandb" / "cache-link").symlink_to(outside)
+    keep_inside(tmp_path / "job" / "wandb")
+    assert not [p for p in (tmp_path / "job").rglob("*") if p.is_symlink()]
+    assert (run / "debug-core.log").read_text() == "core log\n"
+    assert not (run / "gone.log").exists()
+    assert (outside / "logs" / "other.log").is_symlink()  # outside: left as it was
