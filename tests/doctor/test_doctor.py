@@ -162,6 +162,22 @@ def test_srun_cpus_in_an_affected_slurm(ctx, monkeypatch):
     assert checks.check_slurm(ctx)[0].status == "fail"
 
 
+def test_wandb_auto_says_it_logs_nothing_without_a_login(ctx, monkeypatch):
+    """Issue 28: `auto` no longer falls back to offline files; doctor says what it does."""
+    from rollcli.analysis import tracking
+
+    monkeypatch.setattr(tracking, "is_logged_in", lambda: False)
+    line = _one(checks.check_wandb(ctx), "wandb")
+    assert line.status == "warn" and line.detail == "auto -> nothing logged: no W&B login"
+    assert "tracking.wandb.mode: offline" in line.fix
+    monkeypatch.setattr(tracking, "is_logged_in", lambda: True)
+    monkeypatch.setattr(tracking, "can_reach_wandb", lambda: False)
+    line = _one(checks.check_wandb(ctx), "wandb")
+    assert line.status == "warn" and "nothing logged" in line.detail
+    monkeypatch.setattr(tracking, "can_reach_wandb", lambda: True)
+    assert _one(checks.check_wandb(ctx), "wandb").detail == "auto -> online"
+
+
 def test_a_crashing_check_is_a_failure_line_not_a_traceback(monkeypatch):
     def broken(ctx):
         raise OSError("probe exploded")
