@@ -252,6 +252,15 @@ def test_offline_report_says_how_to_sync(synthetic_run, wandb_env):
     assert "wandb sync" in out.output
 
 
+def test_report_without_login_or_logged_runs_says_auto_logged_nothing(synthetic_run, wandb_env):
+    _enable_wandb(synthetic_run, mode="auto")
+    result = publish_wandb_report(analyze_run(synthetic_run))
+    assert result.url is None
+    (message,) = result.messages
+    assert message.startswith("No W&B run was logged: tracking.wandb.mode auto logs only")
+    assert "wandb login" in message and "tracking.wandb.mode: offline" in message
+
+
 def test_logged_in_report_is_saved_and_its_url_printed(synthetic_run, wandb_env, monkeypatch):
     import wandb_workspaces.reports.v2 as wr
 
