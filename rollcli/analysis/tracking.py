@@ -223,8 +223,9 @@ def _init(wandb: Any, mode: str, kwargs: dict[str, Any]) -> Any:
 
 def init_run(cfg: Mapping[str, Any], kwargs: dict[str, Any]) -> tuple[Any, str] | None:
     """Open a W&B run with the spec's ``tracking.wandb`` settings ``cfg`` and ``wandb.init``
-    keyword arguments; returns ``(run, mode)``, or None when the mode logs nothing. In mode
-    ``auto`` a failed online start logs nothing (with a note) instead of failing the job."""
+    keyword arguments; returns ``(run, mode)``, or None when the mode logs nothing. The mode is
+    resolved (an unknown one raises) before anything is created; in mode ``auto`` a failed
+    online start logs nothing (with a note) instead of failing the job."""
     mode = resolve_mode(cfg.get("mode"))
     if mode == "disabled":
         return None
@@ -246,7 +247,6 @@ def create_tracker(
 ) -> NullTracker | WandbTracker:
     """The tracker of one job, from its resolved config (docs/CONTRACTS.md §3)."""
     cfg = wandb_settings(job_config)
-    resolve_mode(cfg.get("mode"))  # an unknown mode fails before anything is created
     job = dict(job_config.get("job") or {})
     job_id = str(job.get("id") or Path(job_dir).name)
     job_type = str(job.get("type") or "train")
