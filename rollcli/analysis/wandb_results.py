@@ -15,7 +15,9 @@ type ``report``, a deterministic id per experiment, so a rebuilt report continue
 - the artifact ``report-<experiment>`` (type ``report``): ``report.json`` and every other file
   the report wrote.
 
-The mode follows the spec's ``tracking.wandb`` (``auto``: only with a login and a reachable host).
+A sweep's report run holds ``results/ablation`` (the rows of ``ablation.csv``), its figures and
+files instead. The mode follows the spec's ``tracking.wandb`` (``auto``: only with a login and a
+reachable host).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 from rollcli.analysis.analyze import RunAnalysis
 from rollcli.analysis.tracking import WandbTracker, init_run
 
-__all__ = ["ReportRun", "report_run_id", "curve_table", "log_report_run"]
+__all__ = ["ReportRun", "report_run_id", "curve_table", "log_report_run", "log_sweep_report_run"]
 
 REPORT_RUN_NAME = "report"
 
@@ -93,17 +95,96 @@ def log_report_run(
     """Log the report's table, curves, figures and files to the experiment's ``report`` run
     (W&B files under ``<job_dir>/wandb/``); None when the spec's mode logs nothing."""
     run_info = analysis.run
-    cfg = dict(run_info.wandb)
-    experiment = run_info.experiment
+
+    def content() -> tuple[dict[str, tuple[list[str], list[list[Any]]]], dict[str, float]]:
+        from rollcli.analysis.report import results_table
+
+        summary: dict[str, float] = {}
+        for res in analysis.allocators:
+            for axis, prefix in (("rollouts", "speedup"), ("tokens", "speedup_tokens")):
+                speedup = res.axes[axis].speedup
+                if speedup.kind != "unknown" and speedup.value is not None:
+                    summary[f"{prefix}/{res.name}"] = float(speedup.value)
+        tables = {
+            "results/speedups": results_table(analysis),
+            "results/accuracy_curves": curve_table(analysis),
+        }
+        return tables, summary
+
+    return _log_results(
+        run_info.wandb,
+        run_info.experiment,
+        run_info.wandb_group,
+        {"experiment": run_info.experiment, "target": _target_config(analysis)},
+        content,
+        files,
+        job_dir,
+    )
+
+
+def log_sweep_report_run(
+    run_dir: str | Path, files: Sequence[Path], job_dir: str | Path
+) -> ReportRun | None:
+    """A sweep's ``report`` run: ``results/ablation`` (the rows of ``ablation.csv``: speedup
+    and interval per point and allocator), the figures and the report files as the artifact."""
+    from rollcli.store.layout import load_manifest
+
+    spec = load_manifest(run_dir).get("spec") or {}
+    cfg = dict((spec.get("tracking") or {}).get("wandb") or {})
+    experiment = str(spec.get("name") or Path(run_dir).name)
+    csv_path = next((p for p in files if p.name == "ablation.csv"), None)
+
+    def content() -> tuple[dict[str, tuple[list[str], list[list[Any]]]], dict[str, float]]:
+        tables = {"results/ablation": _read_csv(csv_path)} if csv_path is not None else {}
+        return tables, {}
+
+    group = str(cfg.get("group") or experiment)
+    config = {"experiment": experiment, "sweep": True}
+    return _log_results(cfg, experiment, group, config, content, files, job_dir)
+
+
+def _read_csv(path: Path) -> tuple[list[str], list[list[Any]]]:
+    """(header, rows) of a report CSV, numbers as numbers and empty cells as None."""
+    import csv
+
+    with open(path, newline="", encoding="utf-8") as handle:
+        header, *rows = list(csv.reader(handle))
+    return header, [[_cell(v) for v in row] for row in rows]
+
+
+def _cell(text: str) -> Any:
+    if text == "":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _log_results(
+    cfg: dict[str, Any],
+    experiment: str,
+    group: str,
+    config: dict[str, Any],
+    content: Any,
+    files: Sequence[Path],
+    job_dir: str | Path,
+) -> ReportRun | None:
+    """Open the experiment's report run and log ``content()``'s tables and summary, every PNG
+    of ``files`` as ``figures/<name>`` and all ``files`` as the artifact."""
     run_id = report_run_id(experiment)
     kwargs = dict(
         project=str(cfg.get("project") or "rollcli"),
         entity=cfg.get("entity") or None,
-        group=run_info.wandb_group,
+        group=group,
         job_type="report",
         name=REPORT_RUN_NAME,
         tags=[str(t) for t in (cfg.get("tags") or [])] or None,
-        config={"experiment": experiment, "target": _target_config(analysis)},
+        config=config,
         id=run_id,
         resume="allow",
         dir=str(job_dir),
@@ -113,26 +194,19 @@ def log_report_run(
         return None
     import wandb
 
-    from rollcli.analysis.report import results_table
-
     run, mode = opened
     tracker = WandbTracker(run, mode, Path(job_dir) / "wandb")
     try:
-        columns, rows = results_table(analysis)
-        curve_columns, curve_rows = curve_table(analysis)
+        tables, summary = content()
         logged: dict[str, Any] = {
-            "results/speedups": wandb.Table(columns=columns, data=rows),
-            "results/accuracy_curves": wandb.Table(columns=curve_columns, data=curve_rows),
+            key: wandb.Table(columns=columns, data=rows) for key, (columns, rows) in tables.items()
         }
         for path in files:
             if path.suffix == ".png":
                 logged[f"figures/{path.stem}"] = wandb.Image(str(path))
         run.log(logged)
-        for res in analysis.allocators:
-            for axis, prefix in (("rollouts", "speedup"), ("tokens", "speedup_tokens")):
-                speedup = res.axes[axis].speedup
-                if speedup.kind != "unknown" and speedup.value is not None:
-                    run.summary[f"{prefix}/{res.name}"] = float(speedup.value)
+        for key, value in summary.items():
+            run.summary[key] = value
         artifact = wandb.Artifact(f"report-{experiment}", type="report")
         for path in files:
             if path.is_file():

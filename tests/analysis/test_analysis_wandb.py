@@ -376,3 +376,36 @@ def test_keep_inside_copies_file_links_and_never_walks_out(tmp_path):
     assert (run / "debug-core.log").read_text() == "core log\n"
     assert not (run / "gone.log").exists()
     assert (outside / "logs" / "other.log").is_symlink()  # outside: left as it was
+
+
+@pytest.mark.slow
+def test_sweep_report_run_carries_the_ablation(tmp_path, wandb_env, read_wandb_log):
+    """A sweep's report job logs its ablation table (the rows of ablation.csv, numbers as
+    numbers) and files to the sweep's report run."""
+    from rollcli.analysis.ablation import write_ablation
+    from rollcli.analysis.wandb_results import log_sweep_report_run, report_run_id
+    from tests.analysis.test_analysis_ablation import _ablation
+
+    run_dir = tmp_path / "runs" / "pc-thresholds"
+    spec = {"name": "pc-thresholds", "tracking": {"wandb": {"mode": "offline", "group": "g"}}}
+    atomic_write_json(run_dir / "manifest.json", {"spec": spec, "plan": {"jobs": []}})
+    files = write_ablation(_ablation(), run_dir / "report", plots=False)
+    logged = log_sweep_report_run(run_dir, files, run_dir / "jobs" / "report0001")
+    assert logged is not None and logged.run_id == report_run_id("pc-thresholds")
+    (folder,) = logged.wandb_dir.glob("offline-run-*")
+    records = list(read_wandb_log(folder / f"run-{logged.run_id}.wandb"))
+    run = next(r.run for r in records if r.WhichOneof("record_type") == "run")
+    assert (run.run_group, run.job_type) == ("g", "report")
+    (history,) = [
+        {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item}
+        for r in records
+        if r.WhichOneof("record_type") == "history"
+    ]
+    table = _under(history, "results/ablation")
+    written = json.loads((folder / "files" / table["path"]).read_text())
+    assert written["columns"][:2] == ["point", "allocators.pc.p_upper"]
+    speedups = [row[written["columns"].index("speedup")] for row in written["data"]]
+    assert speedups == [1.3, 1.2, 0.6]
+    artifacts = [r.artifact for r in records if r.WhichOneof("record_type") == "artifact"]
+    (artifact,) = [a for a in artifacts if a.name == "report-pc-thresholds"]
+    assert {"ablation.csv", "ablation.json"} <= {e.path for e in artifact.manifest.contents}
