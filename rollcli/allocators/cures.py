@@ -33,10 +33,10 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rollcli.allocators._common import KeptGroups, check_at_least, check_choice
-from rollcli.allocators.api import Ask, AskItem, BaseAllocator, Group, Outcome
+from rollcli.allocators._common import check_at_least, check_choice
+from rollcli.allocators._one_ask import OneAskStep
+from rollcli.allocators.api import AskItem, Group, Outcome
 from rollcli.allocators.registry import register_allocator
-from rollcli.allocators.state import array_from_json, array_to_json, group_from_json, group_to_json
 
 __all__ = ["CuresConfig", "CuresAllocator", "cures_sampling_probabilities", "cures_counts"]
 
@@ -100,10 +100,12 @@ def cures_counts(
 
 
 @register_allocator
-class CuresAllocator(KeptGroups, BaseAllocator):
+class CuresAllocator(OneAskStep):
     """Posterior-weighted draws of B prompts; the budget split by sqrt(q(1 - q))."""
 
     config_class = CuresConfig
+    state_arrays = ("accepted", "total", "last_share")
+    stats_key = "stats"
     presets = {
         # Qwen2.5-Math-1.5B/7B, NuminaMath: run_epic.sh (num_rollout_max 8, epic temperature
         # 1e-2 -> t = 100 (acc + 1), acceptance 0.5), every sample size times rollout.n = 4 and
@@ -124,9 +126,7 @@ class CuresAllocator(KeptGroups, BaseAllocator):
         self.accepted = np.zeros(num)
         self.total = np.zeros(num)
         self.last_share = np.full(num, 0.5)  # an unseen prompt: the Beta(1, 1) prior mean
-        self._asked = False
-        self._groups: list[Group] = []
-        self._stats = {"prompts": 0.0, "max_n": 0.0, "min_n": 0.0, "dropped": 0.0}
+        self._last = {"prompts": 0.0, "max_n": 0.0, "min_n": 0.0, "dropped": 0.0}
 
     @property
     def max_step_rollouts(self) -> int:
@@ -136,21 +136,14 @@ class CuresAllocator(KeptGroups, BaseAllocator):
             return self.rollouts_per_step // m * m
         return m * ((2 * (self.rollouts_per_step // m) + self.batch_prompts) // 2)
 
-    def _start_step(self) -> None:
-        self._asked = False
-        self._groups = []
-
-    def _ask(self) -> Ask | None:
-        if self._asked:
-            return None
-        self._asked = True
+    def _step_items(self) -> list[AskItem]:
         cfg = self.config
         probs = cures_sampling_probabilities(self.accepted, self.total, cfg.temperature)
         chosen = np.asarray(
             self.source.sample(self.batch_prompts, self.rng, weights=probs), dtype=np.int64
         )
         if chosen.size == 0:
-            return None
+            return []
         if cfg.size_from == "posterior":
             share = (self.accepted[chosen] + 1.0) / (self.total[chosen] + 2.0)
         else:
@@ -158,15 +151,13 @@ class CuresAllocator(KeptGroups, BaseAllocator):
         counts = cures_counts(share, chosen.size * cfg.n_mean, group_multiple=cfg.group_multiple,
                               rounding=cfg.rounding)  # fmt: skip
         on = counts > 0
-        self._stats = {
+        self._last = {
             "prompts": float(on.sum()),
             "max_n": float(counts.max()),
             "min_n": float(counts[on].min()) if on.any() else 0.0,
             "dropped": float((~on).sum()),
         }
-        return Ask(
-            tuple(AskItem(int(p), int(k)) for p, k in zip(chosen[on], counts[on], strict=True))
-        )
+        return [AskItem(int(p), int(k)) for p, k in zip(chosen[on], counts[on], strict=True)]
 
     def _tell(self, outcomes: list[Outcome]) -> None:
         threshold = self.config.acceptance_threshold
@@ -176,24 +167,3 @@ class CuresAllocator(KeptGroups, BaseAllocator):
             self.total[o.prompt_id] += o.num_rollouts
             self.last_share[o.prompt_id] = wins / o.num_rollouts
             self._groups.append(Group(o.prompt_id, o.refs, o.rewards))
-
-    def stats(self) -> dict[str, float]:
-        return {**super().stats(), **self._stats}
-
-    def _state(self) -> dict[str, Any]:
-        return {
-            "accepted": array_to_json(self.accepted),
-            "total": array_to_json(self.total),
-            "last_share": array_to_json(self.last_share),
-            "asked": self._asked,
-            "groups": [group_to_json(g) for g in self._groups],
-            "stats": dict(self._stats),
-        }
-
-    def _load_state(self, state: dict[str, Any]) -> None:
-        self.accepted = array_from_json(state["accepted"])
-        self.total = array_from_json(state["total"])
-        self.last_share = array_from_json(state["last_share"])
-        self._asked = bool(state["asked"])
-        self._groups = [group_from_json(g) for g in state["groups"]]
-        self._stats = {k: float(v) for k, v in state["stats"].items()}

@@ -31,10 +31,10 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rollcli.allocators._common import KeptGroups, check_at_least, check_choice, take_full_batch
-from rollcli.allocators.api import Ask, AskItem, BaseAllocator, Group, Outcome
+from rollcli.allocators._common import check_at_least, check_choice, take_full_batch
+from rollcli.allocators._one_ask import OneAskStep
+from rollcli.allocators.api import AskItem, Group, Outcome
 from rollcli.allocators.registry import register_allocator
-from rollcli.allocators.state import array_from_json, array_to_json, group_from_json, group_to_json
 
 __all__ = ["DpsConfig", "DpsAllocator", "dps_prior_alpha", "dps_prior_pi", "dps_filter"]
 
@@ -143,10 +143,11 @@ def dps_filter(
 
 
 @register_allocator
-class DpsAllocator(KeptGroups, BaseAllocator):
+class DpsAllocator(OneAskStep):
     """HMM-filtered solve states; the B candidates most likely partly solved train."""
 
     config_class = DpsConfig
+    state_arrays = ("alpha", "pi", "pi_prev", "known")
     presets = {
         # DeepSeek-R1-Distill-Qwen-1.5B / 7B on MATH (recipe/dps/scripts/math/*_dps.sh)
         "paper-math": {"n": 8, "candidate_factor": 32.0, "decay": 0.7, "strategy": "topk"},
@@ -166,26 +167,17 @@ class DpsAllocator(KeptGroups, BaseAllocator):
         self.pi = np.broadcast_to(pi0, (num, 3)).copy()
         self.pi_prev = self.pi.copy()
         self.known = np.zeros(num, dtype=bool)  # ever a candidate (the official's dict keys)
-        self._asked = False
-        self._groups: list[Group] = []
         self._last = {"candidates": 0.0, "state2_prob": 0.0, "known": 0.0}
 
     @property
     def max_step_rollouts(self) -> int:
         return self.batch_prompts * self.config.n
 
-    def _start_step(self) -> None:
-        self._asked = False
-        self._groups = []
-
-    def _ask(self) -> Ask | None:
-        if self._asked:
-            return None
-        self._asked = True
+    def _step_items(self) -> list[AskItem]:
         cfg = self.config
         pool = np.asarray(take_full_batch(self.source, self.num_candidates), dtype=np.int64)
         if pool.size == 0:
-            return None
+            return []
         self.known[pool] = True
         k = min(self.batch_prompts, pool.size)
         if cfg.strategy == "uniform":
@@ -202,7 +194,7 @@ class DpsAllocator(KeptGroups, BaseAllocator):
             "state2_prob": float(self.pi[chosen, 1].mean()),
             "known": float(self.known.sum()),
         }
-        return Ask(tuple(AskItem.many(chosen.tolist(), cfg.n)))
+        return AskItem.many(chosen.tolist(), cfg.n)
 
     def _tell(self, outcomes: list[Outcome]) -> None:
         self._groups += [Group(o.prompt_id, o.refs, o.rewards) for o in outcomes]
@@ -229,26 +221,3 @@ class DpsAllocator(KeptGroups, BaseAllocator):
                 prior=prior, decay=decay,
             )  # fmt: skip
         self.alpha[ids], self.pi[ids], self.pi_prev[ids] = seen
-
-    def stats(self) -> dict[str, float]:
-        return {**super().stats(), **self._last}
-
-    def _state(self) -> dict[str, Any]:
-        return {
-            "alpha": array_to_json(self.alpha),
-            "pi": array_to_json(self.pi),
-            "pi_prev": array_to_json(self.pi_prev),
-            "known": array_to_json(self.known),
-            "asked": self._asked,
-            "groups": [group_to_json(g) for g in self._groups],
-            "last": dict(self._last),
-        }
-
-    def _load_state(self, state: dict[str, Any]) -> None:
-        self.alpha = array_from_json(state["alpha"])
-        self.pi = array_from_json(state["pi"])
-        self.pi_prev = array_from_json(state["pi_prev"])
-        self.known = array_from_json(state["known"])
-        self._asked = bool(state["asked"])
-        self._groups = [group_from_json(g) for g in state["groups"]]
-        self._last = {k: float(v) for k, v in state["last"].items()}

@@ -21,17 +21,12 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rollcli.allocators._common import KeptGroups, check_at_least, check_choice
-from rollcli.allocators.api import Ask, AskItem, BaseAllocator, Group, Outcome
+from rollcli.allocators._common import check_at_least, check_choice
+from rollcli.allocators._one_ask import OneAskStep
+from rollcli.allocators.api import AskItem, Group, Outcome
 from rollcli.allocators.knapsack_dp import knapsack_budget
 from rollcli.allocators.registry import register_allocator
-from rollcli.allocators.state import (
-    PromptHistory,
-    group_from_json,
-    group_to_json,
-    prompt_dict_from_json,
-    prompt_dict_to_json,
-)
+from rollcli.allocators.state import PromptHistory, prompt_dict_from_json, prompt_dict_to_json
 
 __all__ = ["KnapsackConfig", "KnapsackAllocator"]
 
@@ -101,10 +96,11 @@ _STAT_KEYS = ("effective", "dp_budget", "fallback", "excess", "max_budget", "min
 
 
 @register_allocator
-class KnapsackAllocator(KeptGroups, BaseAllocator):
+class KnapsackAllocator(OneAskStep):
     """One ask per step with knapsack-chosen rollout counts; every group trains."""
 
     config_class = KnapsackConfig
+    stats_key = "stats"
     presets = {
         # Qwen2.5-Math-7B, DAPO-17K: examples/knapsack_trainer/run_knapsack_grpo_7b.sh, as it
         # executed: its vLLM environment imports numba (vLLM's requirements/cuda.txt), and at
@@ -123,27 +119,18 @@ class KnapsackAllocator(KeptGroups, BaseAllocator):
         self.batch_prompts = self.prompts_per_step(config.n, f"n={config.n}")
         self._history = PromptHistory(config.reward_buffer_length)
         self._p: dict[int, float] = {}  # prompt -> its success-rate estimate (the official ema)
-        self._asked = False
-        self._groups: list[Group] = []
-        self._stats = dict.fromkeys(_STAT_KEYS, 0)
+        self._last = dict.fromkeys(_STAT_KEYS, 0)
 
     @property
     def max_step_rollouts(self) -> int:
         """Exactly the budget: the knapsack splits ``B * n`` rollouts, never more."""
         return self.batch_prompts * self.config.n
 
-    def _start_step(self) -> None:
-        self._asked = False
-        self._groups = []
-
-    def _ask(self) -> Ask | None:
-        if self._asked:
-            return None
-        self._asked = True
+    def _step_items(self) -> list[AskItem]:
         c = self.config
         prompts = self.source.take(self.batch_prompts)
         if not prompts:
-            return None
+            return []
         get_p, count = self._p.get, self._history.count
         p = np.fromiter((get_p(q, 0.0) for q in prompts), dtype=np.float64, count=len(prompts))
         seen = np.fromiter((count(q) for q in prompts), dtype=np.int64, count=len(prompts))
@@ -163,7 +150,7 @@ class KnapsackAllocator(KeptGroups, BaseAllocator):
             arithmetic=c.arithmetic,
         )
         budget = result.budget
-        self._stats = {
+        self._last = {
             "effective": result.effective,
             "dp_budget": result.dp_budget,
             "fallback": int(result.fallback),
@@ -172,12 +159,11 @@ class KnapsackAllocator(KeptGroups, BaseAllocator):
             "min_budget": int(budget.min()),
             "ready": int(ready.sum()),
         }
-        items = [
+        return [
             AskItem(q, int(k), "main")
             for q, k in zip(prompts, budget.tolist(), strict=False)
             if k > 0
         ]
-        return Ask(tuple(items))
 
     def _tell(self, outcomes: list[Outcome]) -> None:
         self._groups.extend(Group(o.prompt_id, o.refs, o.rewards) for o in outcomes)
@@ -197,21 +183,15 @@ class KnapsackAllocator(KeptGroups, BaseAllocator):
                 visit = list(self._history.get(o.prompt_id))  # the last `length` rewards
             self._p[o.prompt_id] = _mean(visit, whole)
 
-    def stats(self) -> dict[str, float]:
-        return {**super().stats(), **self._stats}
-
     def _state(self) -> dict[str, Any]:
         return {
+            **super()._state(),
             "history": self._history.state_dict(),
             "p": prompt_dict_to_json(self._p),
-            "asked": self._asked,
-            "groups": [group_to_json(g) for g in self._groups],
-            "stats": dict(self._stats),
         }
 
     def _load_state(self, state: dict[str, Any]) -> None:
+        super()._load_state(state)
         self._history.load_state_dict(state["history"])
         self._p = prompt_dict_from_json(state["p"], float)
-        self._asked = bool(state["asked"])
-        self._groups = [group_from_json(g) for g in state["groups"]]
-        self._stats = {k: int(state["stats"][k]) for k in _STAT_KEYS}
+        self._last = {k: int(self._last[k]) for k in _STAT_KEYS}
