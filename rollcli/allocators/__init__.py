@@ -8,12 +8,15 @@ kind when imported: a new allocator in rollcli adds its module to this list.
 
 # rollcli's own allocators: importing a module registers its kind
 from rollcli.allocators import (  # noqa: F401
+    ar3po,
     bayes_budget,
     bots,
     cures,
     dps,
     dynamic,
+    gdro,
     greso,
+    hora,
     knapsack,
     mopps,
     oracle,
@@ -24,6 +27,7 @@ from rollcli.allocators import (  # noqa: F401
     speed,
     spo,
     uniform,
+    vcrl,
     vigor,
 )
 from rollcli.allocators._common import KeptGroups

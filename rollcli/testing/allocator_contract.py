@@ -272,6 +272,20 @@ def contract_cases() -> list[ContractCase]:
             },
             40,
         ),  # fmt: skip
+        ContractCase({"kind": "vcrl", "n": 4}, 32, steps=10),
+        ContractCase({"kind": "vcrl", "n": 3, "kappa": 0.9, "bank_size": 2}, 24, steps=10),
+        ContractCase({"kind": "vcrl", "n": 4, "kappa": 0.0, "replay": False}, 32),
+        ContractCase({"kind": "ar3po"}, 32),
+        ContractCase({"kind": "ar3po", "round_size": 2, "max_rounds": 4}, 32, steps=10),
+        ContractCase({"kind": "gdro", "n_mean": 4, "n_min": 2, "n_max": 8, "num_bins": 3}, 32),
+        ContractCase({"kind": "gdro", "n_mean": 4, "n_min": 4, "n_max": 4, "dual_lr": 2.0}, 32),
+        ContractCase({"kind": "hora", "n_mean": 4, "n_init": 2, "n_max": 6}, 32),
+        ContractCase(
+            {"kind": "hora", "n_mean": 4, "n_init": 4, "n_max": 4, "use_history": True}, 32
+        ),
+        ContractCase(
+            {"kind": "hora", "n_mean": 6, "n_init": 1, "n_max": 12, "prior_a": 0.5}, 36, steps=10
+        ),
         ContractCase({"kind": "speed", "n_screen": 2, "n_continue": 2, "gen_batch_factor": 2}, 32),
         ContractCase(
             {

@@ -22,12 +22,15 @@ from rollcli.allocators import (
 
 def test_kinds() -> None:
     assert allocator_kinds() == [
+        "ar3po",
         "bayes_budget",
         "bots",
         "cures",
         "dps",
         "dynamic",
+        "gdro",
         "greso",
+        "hora",
         "knapsack",
         "mopps",
         "oracle",
@@ -38,6 +41,7 @@ def test_kinds() -> None:
         "speed",
         "spo",
         "uniform",
+        "vcrl",
         "vigor",
     ]
     assert sorted(PRESETS) == allocator_kinds()
@@ -96,6 +100,9 @@ def test_every_preset_builds_at_its_published_scale(kind: str, preset: str) -> N
         "reinforce_ada": lambda c: c.num_keep,
         "speed": lambda c: c.n_screen + c.n_continue,
         "cures": lambda c: c.n_mean,
+        "gdro": lambda c: c.n_mean,
+        "hora": lambda c: c.n_mean,
+        "ar3po": lambda c: c.round_size * c.max_rounds,
     }
     budget = 128 * per_prompt.get(kind, lambda c: c.n)(config)  # 128 prompts per train batch
     allocator = create_allocator(
