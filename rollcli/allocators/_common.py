@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from collections.abc import Mapping, Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -40,11 +41,12 @@ class KeptGroups:
 
 def merge_outcomes(prompt_id: int, outcomes: Sequence[Outcome]) -> Group:
     """One training group holding every rollout of ``outcomes`` (all of one prompt), in order."""
-    refs: list[Any] = []
-    for o in outcomes:
-        refs.extend(o.refs)
+    if len(outcomes) == 1:
+        (o,) = outcomes
+        return Group(prompt_id, tuple(o.refs), np.array(o.rewards, dtype=float))
+    refs = tuple(chain.from_iterable([o.refs for o in outcomes]))
     rewards = np.concatenate([o.rewards for o in outcomes]) if outcomes else np.zeros(0)
-    return Group(prompt_id, tuple(refs), rewards.astype(float))
+    return Group(prompt_id, refs, rewards.astype(float, copy=False))
 
 
 def reward_variance(rewards: np.ndarray) -> float:

@@ -85,13 +85,21 @@ class AskItem:
 
     @classmethod
     def many(
-        cls, prompt_ids: Sequence[int], num_rollouts: int, phase: str = "main"
+        cls, prompt_ids: Sequence[int], num_rollouts: int | Sequence[int], phase: str = "main"
     ) -> list[AskItem]:
-        """``[AskItem(p, num_rollouts, phase) for p in prompt_ids]``, built column-wise."""
-        if num_rollouts <= 0:
-            raise ValueError(f"num_rollouts must be positive, got {num_rollouts}")
+        """``[AskItem(p, num_rollouts, phase) for p in prompt_ids]``, built column-wise;
+        ``num_rollouts`` is one count for all or one per prompt (ints)."""
         n = len(prompt_ids)
-        return _build(cls, n, prompt_ids, repeat(num_rollouts, n), repeat(phase, n))
+        if isinstance(num_rollouts, Sequence):
+            if len(num_rollouts) != n:
+                raise ValueError(f"{len(num_rollouts)} counts for {n} prompts")
+            low = min(num_rollouts, default=1)
+            counts: Iterable[int] = num_rollouts
+        else:
+            low, counts = num_rollouts, repeat(num_rollouts, n)
+        if low <= 0:
+            raise ValueError(f"num_rollouts must be positive, got {low}")
+        return _build(cls, n, prompt_ids, counts, repeat(phase, n))
 
 
 @dataclass(frozen=True)

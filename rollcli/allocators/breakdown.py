@@ -146,11 +146,17 @@ class RolloutBreakdown:
         self.held = {}
         for r, t in zip(refs, tokens, strict=True):
             tokens_of.update(zip(r, t.tolist(), strict=True))
+        # [rollouts, tokens] of the zero_var (0) and informative (1) groups, added once at the end
+        parts = [[0, 0], [0, 0]]
+        pop = tokens_of.pop
         for g, inf in zip(groups, signal.tolist(), strict=True):
             # a ref the ledger never saw (a checkpoint from before the breakdown) counts 0 tokens
-            part = "informative" if inf else "zero_var"
-            self._add(f"{part}_rollouts", len(g.refs))
-            self._add(f"{part}_tokens", sum(tokens_of.pop(r, 0) for r in g.refs))
+            count = parts[bool(inf)]
+            count[0] += len(g.refs)
+            count[1] += sum([pop(r, 0) for r in g.refs])
+        for part, (rollouts, tokens_sum) in zip(("zero_var", "informative"), parts, strict=True):
+            self._add(f"{part}_rollouts", rollouts)
+            self._add(f"{part}_tokens", tokens_sum)
         self._release(tokens_of, live)
 
     def _settle(

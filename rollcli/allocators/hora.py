@@ -105,6 +105,15 @@ def hora_extras(a: np.ndarray, b: np.ndarray, budget: int, cap: int) -> np.ndarr
     return np.bincount(order // cap, minlength=n).astype(np.int64)
 
 
+def _utilities(a: np.ndarray, b: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """``hit_utility(a_i, b_i, m_i)`` of every prompt, vectorised."""
+    depth = int(m.max()) if m.size else 0
+    if depth == 0:
+        return np.zeros(len(m))
+    gains = hit_gains(a, b, depth)
+    return np.where(np.arange(depth)[None, :] < m[:, None], gains, 0.0).sum(axis=1)
+
+
 @register_allocator
 class HoraAllocator(KeptGroups, BaseAllocator):
     """``n_init`` rollouts a prompt, then the rest of the budget by marginal hit utility."""
@@ -148,35 +157,43 @@ class HoraAllocator(KeptGroups, BaseAllocator):
         if not first:
             return None
         ids = np.fromiter((o.prompt_id for o in first), np.int64, len(first))
-        wins = np.array([np.count_nonzero(o.rewards > 0.5) for o in first], dtype=np.float64)
+        rewards = np.concatenate([o.rewards for o in first]).reshape(len(first), cfg.n_init)
+        wins = np.count_nonzero(rewards > 0.5, axis=1).astype(np.float64)
         a = cfg.prior_a + wins
         b = cfg.prior_b + (cfg.n_init - wins)
-        if cfg.use_history:
-            a, b = a + self.successes[ids], b + self.failures[ids]
+        if cfg.use_history:  # the counts already hold this step's first stage: add the rest
+            a = cfg.prior_a + self.successes[ids]
+            b = cfg.prior_b + self.failures[ids]
         budget = len(first) * (cfg.n_mean - cfg.n_init)
         extras = hora_extras(a, b, budget, cfg.n_max - cfg.n_init)
-        utility = [hit_utility(x, y, int(k)) for x, y, k in zip(a, b, extras, strict=True)]
         self._last = {
             "extra": float(extras.sum()),
             "max_n": float(cfg.n_init + extras.max()),
-            "hit_utility": float(np.sum(utility)),
+            "hit_utility": float(_utilities(a, b, extras).sum()),
         }
-        on = np.flatnonzero(extras)
-        return Ask(tuple(AskItem(int(ids[i]), int(extras[i]), "extra") for i in on))
+        on = extras > 0
+        return Ask(tuple(AskItem.many(ids[on].tolist(), extras[on].tolist(), "extra")))
 
     def _tell(self, outcomes: list[Outcome]) -> None:
-        for o in outcomes:
-            wins = int(np.count_nonzero(o.rewards > 0.5))
-            self.successes[o.prompt_id] += wins
-            self.failures[o.prompt_id] += o.num_rollouts - wins
+        if outcomes:
+            ids = np.fromiter((o.prompt_id for o in outcomes), np.int64, len(outcomes))
+            sizes = np.fromiter((o.num_rollouts for o in outcomes), np.int64, len(outcomes))
+            hits = np.concatenate([o.rewards for o in outcomes]) > 0.5
+            starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+            wins = np.add.reduceat(hits.astype(np.float64), starts)
+            np.add.at(self.successes, ids, wins)
+            np.add.at(self.failures, ids, sizes - wins)
         if self._stage == 1:
             self._first = list(outcomes)
             return
         extra = {o.prompt_id: o for o in outcomes}
-        for o in self._first:
-            parts = [o, extra[o.prompt_id]] if o.prompt_id in extra else [o]
-            self._groups.append(merge_outcomes(o.prompt_id, parts))
-        self._first = []
+        first, self._first = self._first, []
+        both = [(o, extra.get(o.prompt_id)) for o in first]
+        self._groups += Group.many(
+            [o.prompt_id for o in first],
+            [o.refs if m is None else o.refs + m.refs for o, m in both],
+            [o.rewards if m is None else np.concatenate((o.rewards, m.rewards)) for o, m in both],
+        )
 
     def _train_groups(self) -> list[Group]:
         if self._first:  # the extra stage asked nothing: the first stage trains alone

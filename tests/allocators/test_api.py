@@ -67,3 +67,14 @@ def test_prompts_per_step_names_the_kind_and_the_knob() -> None:
         create_allocator({"kind": "pilot_commit"}, num_prompts=10, rollouts_per_step=20, seed=0)
     uniform = create_allocator({"kind": "uniform"}, num_prompts=10, rollouts_per_step=64, seed=0)
     assert uniform.prompts_per_step(16, "n=16") == 4
+
+
+def test_askitem_many_takes_one_count_per_prompt() -> None:
+    from rollcli.allocators.api import AskItem
+
+    items = AskItem.many([3, 1], [2, 5], "extra")
+    assert items == [AskItem(3, 2, "extra"), AskItem(1, 5, "extra")]
+    with pytest.raises(ValueError, match="positive"):
+        AskItem.many([3, 1], [2, 0])
+    with pytest.raises(ValueError, match="2 counts for 1 prompts"):
+        AskItem.many([3], [2, 2])

@@ -83,3 +83,14 @@ def test_a_step_spends_the_budget_and_trains_every_rollout_of_a_prompt() -> None
     assert [sizes[p] for p in range(4)] == expected.tolist()
     phases = [ph for _p, ph, _n, _t in backend.generated]
     assert set(phases) == {"first", "extra"}
+
+
+def test_history_posterior_counts_every_visit_once() -> None:
+    backend = ScriptedBackend([[1.0, 0.0, 0.0, 0.0]] * 4)
+    config = HoraConfig(n_mean=4, n_init=2, n_max=8, use_history=True)
+    alloc = create_allocator(config, num_prompts=4, rollouts_per_step=16, seed=0)
+    for step in range(3):
+        drive_step(alloc, backend, step)
+    # every rollout counted once: 48 told, a quarter of them right
+    assert alloc.successes.sum() + alloc.failures.sum() == 48
+    assert alloc.successes.sum() == 12
