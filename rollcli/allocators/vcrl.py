@@ -38,8 +38,8 @@ __all__ = ["VcrlConfig", "VcrlAllocator", "normalised_variance", "max_variance"]
 
 @dataclass(frozen=True)
 class VcrlConfig:
-    """VCRL; ``n = 16`` is the group size the summaries report; ``kappa`` and the bank size are
-    rollcli's (the paper's values could not be read)."""
+    """VCRL; every default is rollcli's (the paper's group size, ``kappa`` and bank size could
+    not be read)."""
 
     __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
 
