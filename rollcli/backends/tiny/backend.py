@@ -38,13 +38,19 @@ from rollcli.backends.shaping import shaping_enabled, training_rewards
 from rollcli.backends.tiny.base import create_model, load_or_build_base, read_base_info
 from rollcli.backends.tiny.config import TinyConfig
 from rollcli.backends.tiny.grpo import group_advantages, policy_loss
-from rollcli.backends.tiny.model import pad_batch, response_logprobs, sample
+from rollcli.backends.tiny.model import (
+    pad_batch,
+    response_logprobs,
+    response_logprobs_entropy,
+    sample,
+)
 from rollcli.backends.tiny.tasks import (
     grade,
     make_eval_set,
     make_train_pool,
     max_answer_len,
 )
+from rollcli.backends.zvp import rl_zvp_advantages
 
 __all__ = ["TinyBackend", "config_from_mapping"]
 
@@ -193,23 +199,31 @@ class TinyBackend(BaseBackend):
             std_normalize=cfg.std_normalize,
             baselines=[g.baseline for g in groups],
         )
-        # one (prompts, responses, advantages, all-token count) per group; zero-advantage rows
-        # are not forwarded but their tokens stay in the token-mean denominator
-        rows: list[tuple[list[tuple[int, ...]], list[tuple[int, ...]], list[float], int]] = []
-        for group, adv in zip(groups, advantages, strict=True):
-            prompts, responses, adv_rows, tokens = [], [], [], 0
-            for ref, a in zip(group.refs, adv, strict=True):
+        # one (prompts, responses, advantages, all-token count, RL-ZVP signs) per group;
+        # zero-advantage rows are not forwarded but their tokens stay in the token-mean
+        # denominator. A row of a zero-variance group under RL-ZVP has sign +1 (right) or -1
+        # (wrong): its token advantages come from the pre-update entropies (_minibatch).
+        zvp = cfg.zero_variance_advantage == "rl_zvp"
+        rows: list[tuple[list, list, list[float], int, list[int]]] = []
+        zvp_rows = 0
+        for group, adv, train in zip(groups, advantages, shaped, strict=True):
+            flat = zvp and group.baseline is None and train.size >= 2 and np.ptp(train) == 0
+            prompts, responses, adv_rows, tokens, signs = [], [], [], 0, []
+            for ref, a, success in zip(group.refs, adv, group.rewards, strict=True):
                 if ref not in self._store:
                     raise KeyError(
                         f"rollout ref {ref} is not stored (freed by retain() or never generated)"
                     )
                 prompt_id, response = self._store[ref]
                 tokens += len(response)
-                if a != 0.0 or cfg.kl_coef > 0:
+                sign = (1 if success > 0.5 else -1) if flat else 0
+                if a != 0.0 or sign or cfg.kl_coef > 0:
                     prompts.append(self.pool.prompts[prompt_id])
                     responses.append(response)
                     adv_rows.append(float(a))
-            rows.append((prompts, responses, adv_rows, tokens))
+                    signs.append(sign)
+            zvp_rows += sum(1 for x in signs if x)
+            rows.append((prompts, responses, adv_rows, tokens, signs))
         # drawn on every update (k > 1), whatever the groups: one draw per step keeps resume simple
         chunks = split_minibatches([g.size for g in groups], cfg.num_minibatches, self._shuffle)
         self._version += 1
@@ -224,9 +238,13 @@ class TinyBackend(BaseBackend):
             "minibatch_rollouts_min": float(min(chunk_rollouts)),
             "minibatch_rollouts_max": float(max(chunk_rollouts)),
         }
+        if zvp:
+            metrics["zvp_rows"] = float(zvp_rows)
         if shaping_enabled(cfg.overlong_buffer_len, cfg.overlong_penalty_factor) and shaped:
             metrics["shaped_reward_mean"] = float(np.concatenate(shaped).mean())
-        if not forwarded or num_tokens == 0:  # nothing to learn: no Adam step (same row keys)
+        if (
+            not forwarded and not zvp_rows
+        ) or num_tokens == 0:  # nothing to learn: no Adam step (same row keys)
             idle = {"pg_loss": 0.0, "clip_frac": 0.0, "ratio_mean": 1.0, "loss": 0.0}
             if cfg.kl_coef > 0:
                 idle["kl"] = 0.0
@@ -276,24 +294,36 @@ class TinyBackend(BaseBackend):
                 parts["grad_norm"] = float(grad_norm)
                 for key, value in parts.items():
                     sums[key] = sums.get(key, 0.0) + value / num_steps
-        metrics["adv_abs_mean"] = float(np.mean(np.abs(forwarded)))
+        metrics["adv_abs_mean"] = float(np.mean(np.abs(forwarded))) if forwarded else 0.0
         metrics["optimizer_steps"] = float(num_steps)
         metrics["zero_grad_steps"] = float(zero_grad_steps)
         return {**metrics, **sums, "skipped": 0.0}
 
-    def _minibatch(self, rows: list[tuple[list, list, list[float], int]]) -> tuple | None:
+    def _minibatch(
+        self, rows: list[tuple[list, list, list[float], int, list[int]]]
+    ) -> tuple | None:
         """Padded tensors of one mini-batch with the old (and reference) log-probs, computed with
-        the policy before the update's first Adam step; None when no row is forwarded."""
+        the policy before the update's first Adam step; None when no row is forwarded. With
+        RL-ZVP rows the advantages are per token ([B, T]), from that same pass's entropies."""
         prompts = [p for r in rows for p in r[0]]
         if not prompts:
             return None
         responses = [x for r in rows for x in r[1]]
         adv_t = torch.tensor([a for r in rows for a in r[2]], dtype=torch.float32)
+        signs = torch.tensor([x for r in rows for x in r[4]], dtype=torch.long)
         tokens = sum(r[3] for r in rows)
         inputs, targets, mask = pad_batch(prompts, responses)
         temperature = self.config.temperature
         with torch.no_grad():
-            old_logp = response_logprobs(self.model, inputs, targets, temperature)
+            if bool(signs.any()):
+                old_logp, entropy = response_logprobs_entropy(
+                    self.model, inputs, targets, temperature
+                )
+                shaped = rl_zvp_advantages(signs > 0, entropy, mask, self.config.rl_zvp_alpha)
+                per_token = adv_t.unsqueeze(1).expand_as(mask)
+                adv_t = torch.where((signs != 0).unsqueeze(1), shaped, per_token)
+            else:
+                old_logp = response_logprobs(self.model, inputs, targets, temperature)
             ref_logp = None
             if self.reference is not None:
                 ref_logp = response_logprobs(self.reference, inputs, targets, temperature)

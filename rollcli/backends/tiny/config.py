@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Literal
 from rollcli.backends.minibatches import check_num_minibatches
 from rollcli.backends.shaping import SHAPING_KNOBS, check_shaping
 from rollcli.backends.tiny.tasks import max_answer_len
+from rollcli.backends.zvp import ZVP_KNOBS, check_zvp
 
 __all__ = ["TinyConfig", "TASK_KINDS", "MAX_LEVEL"]
 
@@ -50,6 +51,8 @@ class TinyConfig:
     ``ppo_epochs`` passes; each pass takes one Adam step per mini-batch (``num_minibatches``
     group-aligned chunks of the step's shuffled groups, see rollcli/backends/minibatches.py);
     optional KL to the base model (``kl_coef``, k3 estimator), global-norm gradient clipping.
+    ``zero_variance_advantage: rl_zvp`` gives groups of equal rewards RL-ZVP's entropy-guided
+    token advantage (scale ``rl_zvp_alpha``) instead of 0 (rollcli/backends/zvp.py).
 
     Evaluation: ``eval_mode`` picks the headline ``accuracy``: ``sampled`` = mean@k over
     ``eval_samples`` samples at ``eval_temperature`` (default: ``temperature``), or ``greedy``.
@@ -57,7 +60,7 @@ class TinyConfig:
 
     __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
     # added after specs were written: left out of dumped specs at their defaults (job ids)
-    LATE_KNOBS: ClassVar[tuple[str, ...]] = SHAPING_KNOBS
+    LATE_KNOBS: ClassVar[tuple[str, ...]] = (*SHAPING_KNOBS, *ZVP_KNOBS)
 
     kind: Literal["tiny"] = "tiny"
     # -- tasks ---------------------------------------------------------------------------
@@ -84,6 +87,9 @@ class TinyConfig:
     kl_coef: float = 0.0
     grad_clip: float = 1.0
     std_normalize: bool = True
+    # zero-variance groups: GRPO's advantage 0, or RL-ZVP's entropy-guided one (rollcli.backends.zvp)
+    zero_variance_advantage: Literal["zero", "rl_zvp"] = "zero"
+    rl_zvp_alpha: float = 0.1
     # success vs training reward (rollcli.backends.shaping): DAPO's overlong penalty, off at 0;
     # L_max is the longest answer the generation allows (max_answer_len(max_level))
     overlong_buffer_len: int = 0
@@ -136,6 +142,7 @@ class TinyConfig:
         check_num_minibatches(self.num_minibatches)
         _check(self.kl_coef >= 0, "kl_coef must be >= 0", self.kl_coef)
         _check(self.grad_clip > 0, "grad_clip must be > 0", self.grad_clip)
+        check_zvp("tiny", self.zero_variance_advantage, self.rl_zvp_alpha)
         check_shaping(
             "tiny",
             max_answer_len(self.max_level),

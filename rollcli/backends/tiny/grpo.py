@@ -62,9 +62,9 @@ def policy_loss(
     """Clipped surrogate loss over ``mask``ed tokens divided by ``num_tokens``; returns metrics.
 
     ``logp``, ``old_logp``, ``mask`` and ``ref_logp`` are [B, T]; ``advantages`` is [B] (one
-    value per rollout, broadcast over its tokens).
+    value per rollout, broadcast over its tokens) or [B, T] (per token: RL-ZVP's rows).
     """
-    adv = advantages.unsqueeze(1)
+    adv = advantages.unsqueeze(1) if advantages.dim() == 1 else advantages
     ratio = torch.exp(logp - old_logp)
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * adv

@@ -20,7 +20,7 @@ from torch import nn
 
 from rollcli.backends.tiny.tasks import EOS, PAD
 
-__all__ = ["TinyGPT", "sample", "response_logprobs", "pad_batch"]
+__all__ = ["TinyGPT", "sample", "response_logprobs", "response_logprobs_entropy", "pad_batch"]
 
 KVCache = list[tuple[torch.Tensor, torch.Tensor]]
 
@@ -181,6 +181,17 @@ def pad_batch(
         targets[b, :n] = torch.tensor(seq[1:])
         mask[b, len(prompt) - 1 : n] = 1.0
     return inputs, targets, mask
+
+
+def response_logprobs_entropy(
+    model: TinyGPT, inputs: torch.Tensor, targets: torch.Tensor, temperature: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`response_logprobs` and the entropy of ``softmax(logits / temperature)`` at every
+    position (over the vocabulary), from one forward pass."""
+    logits, _ = model(inputs)
+    logp = torch.log_softmax(logits / temperature, dim=-1)
+    entropy = -(logp.exp() * logp).sum(-1)
+    return logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1), entropy
 
 
 def response_logprobs(

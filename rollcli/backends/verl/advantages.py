@@ -24,10 +24,12 @@ from rollcli.backends.shaping import (
     partial_credit_bonus,
     shaping_enabled,
 )
+from rollcli.backends.zvp import rl_zvp_advantages, zero_variance_rows
 
 __all__ = [
     "BASELINE_KEY",
     "apply_baselines",
+    "apply_rl_zvp",
     "baseline_column",
     "compute_group_advantages",
     "shaped_token_rewards",
@@ -104,6 +106,28 @@ def shaped_token_rewards(
     rows = torch.nonzero(lengths > 0).flatten()
     out[rows, lengths[rows] - 1] += torch.as_tensor(shaping, dtype=out.dtype)[rows]
     return out
+
+
+def apply_rl_zvp(batch: Any, entropys: torch.Tensor, alpha: float) -> int:
+    """RL-ZVP (rollcli.backends.zvp): overwrite ``advantages`` and ``returns`` of the rows of
+    zero-variance groups (same ``uid``, at least two rows, equal summed ``token_level_rewards``,
+    no baseline) by the entropy-guided token advantage; ``entropys`` are the old pass's
+    ([rows, response tokens], aligned with the batch), the sign each row's success
+    (``token_level_scores``). Pad rows have their own uid and no response tokens: never
+    reshaped. Returns the number of rows changed."""
+    base = batch.non_tensor_batch.get(BASELINE_KEY)
+    eligible = None if base is None else np.isnan(np.asarray(base, dtype=float))
+    train = batch.batch["token_level_rewards"].sum(-1).float().numpy()
+    rows = np.flatnonzero(zero_variance_rows(batch.non_tensor_batch["uid"], train, eligible))
+    if rows.size == 0:
+        return 0
+    index = torch.as_tensor(rows, dtype=torch.long)
+    mask = batch.batch["response_mask"][index]
+    correct = batch.batch["token_level_scores"][index].sum(-1) > 0.5
+    values = rl_zvp_advantages(correct, entropys[index].float(), mask, alpha)
+    for key in ("advantages", "returns"):
+        batch.batch[key][index] = values.to(batch.batch[key].dtype)
+    return int(rows.size)
 
 
 def compute_group_advantages(batch: Any, algorithm: Any) -> Any:

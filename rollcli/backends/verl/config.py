@@ -21,6 +21,7 @@ from rollcli.backends.shaping import (
     check_partial_credit,
     check_shaping,
 )
+from rollcli.backends.zvp import ZVP_KNOBS, check_zvp
 
 __all__ = ["VerlConfig", "TINY_MODEL"]
 
@@ -72,6 +73,7 @@ class VerlConfig:
         "format_score",
         "code_partial_credit",
         "attention",
+        *ZVP_KNOBS,
     )
     # the spec asks: `eval.jobs` (separate jobs evaluating this backend's checkpoints) runs here
     runs_eval_jobs: ClassVar[bool] = True
@@ -113,6 +115,9 @@ class VerlConfig:
     clip_ratio_high: float = 0.28
     loss_agg_mode: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"] = "token-mean"
     norm_adv_by_std: bool = True
+    # zero-variance groups: GRPO's advantage 0, or RL-ZVP's entropy-guided one (rollcli.backends.zvp)
+    zero_variance_advantage: Literal["zero", "rl_zvp"] = "zero"
+    rl_zvp_alpha: float = 0.1
     kl_coef: float = 0.0
     entropy_coeff: float = 0.0
     grad_clip: float = 1.0
@@ -167,6 +172,7 @@ class VerlConfig:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if not self.lr > 0:
             raise ValueError(f"lr must be positive, got {self.lr}")
+        check_zvp("verl", self.zero_variance_advantage, self.rl_zvp_alpha)
         check_shaping(
             "verl", self.max_response_len, self.overlong_buffer_len, self.overlong_penalty_factor
         )

@@ -45,6 +45,7 @@ from rollcli.allocators import Group, Outcome, create_allocator
 from rollcli.backends.minibatches import row_minibatches
 from rollcli.backends.verl.advantages import (
     BASELINE_KEY,
+    apply_rl_zvp,
     baseline_column,
     compute_group_advantages,
     shaped_token_rewards,
@@ -242,13 +243,15 @@ class RollcliPPOTrainer(RayPPOTrainer):
         batch.meta_info["global_token_num"] = batch.batch["attention_mask"].sum(-1).tolist()
         batch.meta_info["images_seqlens"] = []
         old_log_prob, _ = self._compute_old_log_prob(batch)
-        old_log_prob.batch.pop("entropys")
+        entropys = old_log_prob.batch.pop("entropys")  # RL-ZVP's H_t (the old pass's)
         batch = batch.union(old_log_prob)
         # the engine's log-probs against the actor's: the last weight sync, checked
         metrics.update(rollout_agreement(batch, self.policy_version))
         if self.use_reference_policy:
             batch = batch.union(self._compute_ref_log_prob(batch))
         batch = compute_group_advantages(batch, self.config.algorithm)
+        if cfg.zero_variance_advantage == "rl_zvp":
+            metrics["zvp_rows"] = float(apply_rl_zvp(batch, entropys, cfg.rl_zvp_alpha))
         if self.backend_config.trace_groups:
             trained["advantages"] = _traced_advantages(batch, refs)
         metrics.update(self._update_actor_minibatches(batch, mini))

@@ -202,3 +202,31 @@ def test_all_failing_group_learns_from_its_fractions_of_tests_passed() -> None:
     assert shaped_token_rewards(right, mask, config, None, passed).sum(-1)[0].item() == 1.0
     with pytest.raises(ValueError, match="no tests-passed column"):
         shaped_token_rewards(scores, mask, config, None, None)
+
+
+def test_rl_zvp_reshapes_only_zero_variance_groups() -> None:
+    """RL-ZVP (eq. 5): all-right group: alpha * H_t; all-wrong: -alpha * (max H - H_t); a
+    mixed group keeps verl's GRPO, a baseline group its r - b, a pad row stays 0."""
+    import torch
+    from omegaconf import OmegaConf
+
+    from rollcli.backends.verl.advantages import apply_rl_zvp, compute_group_advantages
+
+    rewards = [1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0]
+    uids = ["right", "right", "wrong", "wrong", "mixed", "mixed", "based", "based", "pad8"]
+    column = np.array([np.nan] * 6 + [0.5, 0.5, np.nan])
+    batch = _batch(rewards, uids, column)
+    batch.batch["response_mask"][8] = 0  # a pad row: no response tokens
+    algorithm = OmegaConf.create({"adv_estimator": "grpo", "norm_adv_by_std_in_grpo": True})
+    batch = compute_group_advantages(batch, algorithm)
+    before = batch.batch["advantages"].clone()
+    entropys = torch.tensor(np.random.default_rng(0).uniform(0.0, 2.0, (9, 3)), dtype=torch.float32)
+    assert apply_rl_zvp(batch, entropys, 0.5) == 4
+    adv, mask = batch.batch["advantages"], batch.batch["response_mask"]
+    for row in range(4):
+        h = entropys[row][mask[row] > 0]
+        want = 0.5 * h if rewards[row] > 0.5 else -0.5 * (h.max() - h)
+        torch.testing.assert_close(adv[row][mask[row] > 0], want)
+        assert adv[row][mask[row] == 0].abs().sum() == 0
+    assert adv[4:].equal(before[4:])  # mixed (GRPO), baseline and pad rows unchanged
+    assert batch.batch["returns"][:4].equal(adv[:4])
