@@ -1,7 +1,7 @@
 """The frame of an allocator that generates each step in one ask and trains every told group.
 
-Knapsack, CurES, DPS, the Beta selectors (MoPPS, SPO, BOTS) and the issue-29 allocators that
-decide a whole step up front (VCRL, Rollout-GDRO, HORA) share it: the per-step flag that ends
+Uniform (GRPO), knapsack, CurES, DPS, the Beta selectors (MoPPS, SPO, BOTS) and the issue-29
+allocators that decide a whole step up front (VCRL, Rollout-GDRO) share it: the per-step flag that ends
 the step after one ask, the step's groups, the statistics row and the state of their
 whole-pool numpy arrays. A subclass names its step's ask items (:meth:`OneAskStep._step_items`)
 and appends its groups to ``self._groups`` in ``_tell``.
@@ -68,4 +68,4 @@ class OneAskStep(KeptGroups, BaseAllocator):
             setattr(self, name, array_from_json(state[name]))
         self._asked = bool(state["asked"])
         self._groups = [group_from_json(g) for g in state["groups"]]
-        self._last = dict(state[self.stats_key])
+        self._last = dict(state.get(self.stats_key, {}))  # uniform's older states have none

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
-from rollcli.allocators._common import KeptGroups, check_at_least
-from rollcli.allocators.api import Ask, AskItem, BaseAllocator, Group, Outcome
+from rollcli.allocators._common import check_at_least
+from rollcli.allocators._one_ask import OneAskStep
+from rollcli.allocators.api import AskItem, Group, Outcome
 from rollcli.allocators.registry import register_allocator
-from rollcli.allocators.state import group_from_json, group_to_json
 
 __all__ = ["UniformConfig", "UniformAllocator"]
 
@@ -27,7 +27,7 @@ class UniformConfig:
 
 
 @register_allocator
-class UniformAllocator(KeptGroups, BaseAllocator):
+class UniformAllocator(OneAskStep):
     """One generation pass of ``n`` rollouts for each prompt of the batch; train on all of them."""
 
     config_class = UniformConfig
@@ -42,8 +42,6 @@ class UniformAllocator(KeptGroups, BaseAllocator):
     def __init__(self, config: UniformConfig, **kwargs: Any) -> None:
         super().__init__(config, **kwargs)
         self.batch_prompts = self.prompts_per_step(config.n, f"n={config.n}")
-        self._asked = False
-        self._groups: list[Group] = []
 
     @property
     def max_step_rollouts(self) -> int:
@@ -60,16 +58,8 @@ class UniformAllocator(KeptGroups, BaseAllocator):
         """Everything it generates: every group is trained."""
         return self.min_step_rollouts
 
-    def _start_step(self) -> None:
-        self._asked = False
-        self._groups = []
-
-    def _ask(self) -> Ask | None:
-        if self._asked:
-            return None
-        self._asked = True
-        prompts = self.source.take(self.batch_prompts)
-        return Ask(tuple(AskItem.many(prompts, self.config.n, "main")))
+    def _step_items(self) -> list[AskItem]:
+        return AskItem.many(self.source.take(self.batch_prompts), self.config.n, "main")
 
     def _tell(self, outcomes: list[Outcome]) -> None:
         self._groups = Group.many(
@@ -77,13 +67,3 @@ class UniformAllocator(KeptGroups, BaseAllocator):
             [o.refs for o in outcomes],
             [o.rewards for o in outcomes],
         )
-
-    def _state(self) -> dict[str, Any]:
-        return {
-            "asked": self._asked,
-            "groups": [group_to_json(g) for g in self._groups],
-        }
-
-    def _load_state(self, state: dict[str, Any]) -> None:
-        self._asked = bool(state["asked"])
-        self._groups = [group_from_json(g) for g in state["groups"]]
