@@ -93,11 +93,16 @@ def can_reach_wandb(timeout_s: float = 3.0) -> bool:
 def resolve_mode(mode: str | None) -> str:
     """``auto`` -> ``online`` where W&B has a login AND the network reaches it, else
     ``disabled`` (nothing is written: offline runs in every job folder cost CPU and disk that
-    nobody asked for; ask with ``offline``); other modes pass through."""
+    nobody asked for; ask with ``offline``), as it is where wandb is not installed (the light
+    core: the `wandb` extra); other modes pass through."""
     mode = (mode or "auto").lower()
     if mode not in _MODES:
         raise ValueError(f"tracking.wandb.mode must be one of {', '.join(_MODES)}, got {mode!r}")
     if mode == "auto":
+        from rollcli.extras import missing_modules
+
+        if missing_modules("wandb"):
+            return "disabled"
         return "online" if is_logged_in() and can_reach_wandb() else "disabled"
     return mode
 

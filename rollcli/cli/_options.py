@@ -62,16 +62,20 @@ def load_spec_or_sweep_hint(
     spec: Path, overrides: list[str] | None, runs_dir: Path | None = None
 ) -> Any:
     """``load_spec``; an override with several values (``key=a,b``) fails with the exact
-    ``rollcli sweep`` command that runs it (the same spec and overrides)."""
+    ``rollcli sweep`` command that runs it (the same spec and overrides). A spec whose backend
+    or tracking needs a pip extra that is not installed fails here, naming the extra."""
     import shlex
 
     from rollcli.errors import SpecError
+    from rollcli.extras import require_spec_extras
     from rollcli.spec import load_spec
     from rollcli.spec.overrides import SweepOverrideError
 
     try:
-        return load_spec(spec, overrides or [])
+        spec_obj = load_spec(spec, overrides or [])
     except SweepOverrideError as error:
         where = [] if runs_dir in (None, Path("runs")) else ["--runs-dir", str(runs_dir)]
         command = shlex.join(["rollcli", "sweep", str(spec), *(overrides or []), *where])
         raise SpecError(f"{error}: {command} --dry-run") from None
+    require_spec_extras(spec_obj, spec)
+    return spec_obj

@@ -198,6 +198,10 @@ def report(
         )
     if wandb and len(run_dirs) > 1:
         raise RollcliError("--wandb reports one run folder at a time (W&B groups runs by it)")
+    if wandb:
+        from rollcli.extras import require_extra
+
+        require_extra("wandb", "rollcli report --wandb")
     if not to_stdout:
         check_out_dir(_out_dir(list(run_dirs), out, target, baseline))
     data = load_runs(run_dirs, target=parse_target(target, baseline), allow_mismatch=allow_mismatch)

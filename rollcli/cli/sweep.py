@@ -75,11 +75,14 @@ def register(app: typer.Typer) -> None:
         """Run an ablation sweep over any spec keys and report speedup against each axis."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
+        from rollcli.extras import require_spec_extras
         from rollcli.sweep.file import load_sweep_file
         from rollcli.sweep.plan import plan_sweep
 
         out = console()
         sweep_plan = plan_sweep(load_sweep_file(sweep_file, overrides or []))
+        for point in sweep_plan.points:  # a swept backend kind may need its own extra
+            require_spec_extras(point.spec, sweep_file)
         run_dir = runs_dir / sweep_plan.sweep.name
         dedup = sweep_plan.num_point_jobs - len(sweep_plan.plan)
         if dry_run:

@@ -200,6 +200,12 @@ def evaluate(
         from rollcli.eval.graders.sandbox.preflight import require_sandbox
 
         require_sandbox(f"eval suite: {', '.join(code)}")
+    math = [name for name in suite if BENCHMARKS[name].kind == "math"]
+    if missing and math:
+        # before the model loads: without math-verify every math worker would fail
+        from rollcli.extras import require_extra
+
+        require_extra("eval", f"grading the math benchmarks ({', '.join(math)})")
     if missing and not isinstance(engine, BaseEngine):
         engine = engine()
     atomic_write_json(out_dir / SETTINGS_FILE, stored_settings)
