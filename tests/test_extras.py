@@ -29,8 +29,7 @@ def _no_heavy_extras(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_extras_match_pyproject():
-    import tomllib
-
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     optional = declared["optional-dependencies"]
     assert set(EXTRAS) <= set(optional)
