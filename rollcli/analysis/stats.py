@@ -259,20 +259,12 @@ def crossings(
 
 
 def t_quantile(p: float, df: int) -> float:
-    """Student-t quantile: exact for df 1 and 2, a Cornish-Fisher expansion beyond (error < 0.005
-    at df 3, < 1e-4 from df 7), so numpy is all this needs."""
+    """Student-t quantile (``scipy.stats.t.ppf``; scipy is imported on first use)."""
     if df < 1:
         raise ValueError(f"df must be >= 1, got {df}")
-    if df == 1:
-        return math.tan(math.pi * (p - 0.5))
-    if df == 2:
-        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
-    z = NormalDist().inv_cdf(p)
-    g1 = (z**3 + z) / 4
-    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
-    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
-    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
-    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+    from scipy.stats import t
+
+    return float(t.ppf(p, df))
 
 
 def percentile_interval(

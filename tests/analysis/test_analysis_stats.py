@@ -101,9 +101,17 @@ def test_resampling_pairs_shared_seeds():
 
 
 def test_t_quantiles():
-    # two-sided 95 % critical values of Student's t
-    for df, value in ((1, 12.706), (2, 4.303), (3, 3.182), (5, 2.571), (10, 2.228), (30, 2.042)):
-        assert t_quantile(0.975, df) == pytest.approx(value, abs=5e-3)
+    # two-sided 95 % and 99 % critical values of Student's t (printed tables, 4 decimals); the
+    # Cornish-Fisher series this replaced gave 5.7949 at df 3, 99 % (issue 28)
+    table = {
+        0.975: ((1, 12.7062), (2, 4.3027), (3, 3.1824), (5, 2.5706), (10, 2.2281), (30, 2.0423)),
+        0.995: ((1, 63.6567), (2, 9.9248), (3, 5.8409), (4, 4.6041), (9, 3.2498)),
+    }
+    for p, rows in table.items():
+        for df, value in rows:
+            assert t_quantile(p, df) == pytest.approx(value, abs=1e-4), (p, df)
+    with pytest.raises(ValueError, match="df must be >= 1"):
+        t_quantile(0.975, 0)
 
 
 def test_percentile_interval():
