@@ -13,6 +13,12 @@ their crossings, and take expanded percentiles of the speedups (widened for the 
 have). When a run varies the base model (spec ``base_seeds``), a unit is ``(base_seed, seed)`` and
 the same code resamples at two levels: base models, then seeds within each drawn base model
 (:func:`resample_indices`). Everything is vectorised over resamples.
+
+Where scipy's bootstrap applies (one level, both sides on the same seeds) the interval is exactly
+``scipy.stats.bootstrap(..., paired=True, method="percentile")`` at the expanded level with the
+same generator seed (a test checks it); the resampler here stays for what that function cannot
+draw: base model x seed units (two levels), seeds only one side ran (paired where shared,
+independent otherwise) and one set of draws shared by the rollout, token and time axes.
 """
 
 from __future__ import annotations

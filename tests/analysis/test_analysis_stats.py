@@ -188,3 +188,56 @@ def test_one_seed_gives_no_interval_and_draws_are_reproducible():
     assert bootstrap_speedups(three, three, target, seed=4) == bootstrap_speedups(
         three, three, target, seed=4
     )
+
+
+@pytest.mark.parametrize(("n_seeds", "seed"), [(4, 0), (6, 1), (8, 7)])
+def test_paired_bootstrap_is_scipys_where_scipy_applies(n_seeds, seed):
+    """One level, both sides on the same seeds: the interval is exactly scipy.stats.bootstrap's
+    (paired=True, percentile method at the expanded level, the same generator seed). rollcli
+    keeps its own resampler for what scipy's cannot do: base model x seed draws (two levels),
+    seeds only one side ran (unpaired), and one draw shared by the rollout, token and time axes."""
+    import inspect
+    import math
+    from statistics import NormalDist
+
+    from scipy import stats
+
+    rng = np.random.default_rng(100 + seed)
+    steps = np.arange(1, 21)
+
+    def curves(rate: float) -> SeedCurves:
+        rates = rate * (1 + 0.15 * rng.standard_normal(n_seeds))
+        return SeedCurves.build(
+            {s: (steps, steps * 1000.0, 1 - np.exp(-r * steps)) for s, r in enumerate(rates)}
+        )
+
+    base, alloc = curves(0.10), curves(0.14)
+
+    def targets(idx_b: np.ndarray) -> np.ndarray:
+        return base.finals[idx_b].mean(axis=1)
+
+    ours = bootstrap_speedups(
+        {"rollouts": base}, {"rollouts": alloc}, targets, num_resamples=3000, seed=seed
+    )["rollouts"]
+
+    def speedup(idx_b: np.ndarray, idx_a: np.ndarray, axis: int = -1) -> np.ndarray:
+        ib, ia = np.atleast_2d(idx_b), np.atleast_2d(idx_a)
+        goal = targets(ib)
+        ratio = (
+            crossings(*base.mean_curves(ib), goal)[0] / crossings(*alloc.mean_curves(ia), goal)[0]
+        )
+        return ratio if np.ndim(idx_b) > 1 else ratio[0]
+
+    tail = NormalDist().cdf(-math.sqrt(n_seeds / (n_seeds - 1)) * t_quantile(0.975, n_seeds - 1))
+    key = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
+    theirs = stats.bootstrap(
+        (np.arange(n_seeds), np.arange(n_seeds)),
+        speedup,
+        paired=True,
+        vectorized=True,
+        n_resamples=3000,
+        method="percentile",
+        confidence_level=1 - 2 * tail,
+        **{key: np.random.default_rng(seed)},
+    ).confidence_interval
+    assert ours == pytest.approx((theirs.low, theirs.high), rel=1e-12)
