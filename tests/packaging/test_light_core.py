@@ -68,8 +68,8 @@ def light(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str
     python = str(venv / "bin" / "python")
     uv = shutil.which("uv") or shutil.which("uv", path=str(Path(sys.executable).parent))
     if uv:
-        cache = ["--cache-dir", str(root / "uv-cache")]
-        install = [uv, "pip", "install", *cache, "--python", python, str(src)]
+        # uv's own cache: the venv is fresh either way, the wheels need not be downloaded again
+        install = [uv, "pip", "install", "--python", python, str(src)]
     else:
         install = [sys.executable, "-m", "pip", "--isolated", "--python", python, "install",
                    str(src)]  # fmt: skip
