@@ -51,3 +51,33 @@ def cli() -> Callable[..., CliResult]:
 # The local test clusters run every "node" on this machine, so pytest's run folders under /tmp
 # are visible to all of them; real clusters get the refusal (rollcli.launch.shared_fs).
 os.environ.setdefault("ROLLCLI_ALLOW_NODE_LOCAL_RUN_DIR", "1")
+
+
+# pytest-xdist (scripts/test.sh runs `-n 3 --dist loadgroup`) gives each group to one worker.
+# Tests that share a cluster's state run one at a time on it (a module's explicit xdist_group
+# wins: the two-node tests use "slurm-2node"); tests of an expensive module- or session-scoped
+# fixture share one worker, so the fixture is built once.
+SHARED_FIXTURES = {
+    "smollm2_engine": "smollm2",  # session: dequantising SmolLM2-135M takes ~50 s
+    "installed": "wheel",  # tests/packaging/test_wheel.py: a venv with the built wheel
+    "venv": "plugin-venv",  # tests/allocators/test_plugin_venv.py
+    "reference": "local-resume",  # tests/launch/test_local_resume.py: an uninterrupted run
+    "ray_cluster": "verl-cpu-ray",  # tests/backends/verl/test_verl_cpu.py: one Ray cluster
+}
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    """The pytest-xdist group ``item`` belongs to, or None when it may run anywhere."""
+    if item.get_closest_marker("slurm"):
+        return "slurm-1node"
+    for fixture, group in SHARED_FIXTURES.items():
+        if fixture in item.fixturenames:
+            return group
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        group = None if item.get_closest_marker("xdist_group") else xdist_group_of(item)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))

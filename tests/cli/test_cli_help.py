@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
+import resource
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -53,8 +53,15 @@ def test_help_imports_no_heavy_packages(args):
     assert "omegaconf" not in modules and "rollcli.spec" not in modules
 
 
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def test_help_is_fast():
-    start = time.perf_counter()
+    """The CPU seconds of ``rollcli --help`` (wall time on a loaded CI box measures the load):
+    ~0.6 s on the 2-core box at load 7, where importing torch alone takes 3.7 s, transformers
+    2.0 s and wandb 1.7 s. The benchmark (benchmarks/bench_cli.py) holds the 0.3 s wall target."""
+    before = _children_cpu_s()
     subprocess.run([sys.executable, "-c", PROBE, "--help"], capture_output=True, check=True)
-    # generous bound for a loaded 2-core CI box; the benchmark holds the 0.3 s target
-    assert time.perf_counter() - start < 3.0
+    assert _children_cpu_s() - before < 1.5

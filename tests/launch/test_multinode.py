@@ -35,6 +35,7 @@ from rollcli.testing.train_jobs import write_job
 
 SKIP = two_node_skip_reason()
 pytestmark = [
+    pytest.mark.xdist_group("slurm-2node"),  # one test at a time on the two-node cluster
     pytest.mark.slurm,
     pytest.mark.slow,
     pytest.mark.skipif(SKIP is not None, reason=str(SKIP)),
@@ -173,7 +174,9 @@ def test_node_that_cannot_reach_the_head_fails_the_job_in_bounded_time(
         cluster.on_node(1, "nft", "delete", "table", "inet", FIREWALL)
         executor.cancel(run_dir)
     assert statuses == {job.id: "failed"}
-    assert elapsed < join_timeout + 60, f"took {elapsed:.0f}s to fail"
+    # bounded: without the join deadline the job hangs until Slurm's 30-minute limit; the
+    # margin over the deadline is Slurm start-up and two `ray start`s, minutes on a loaded box
+    assert elapsed < join_timeout + 150, f"took {elapsed:.0f}s to fail"
     tail = read_state(job.job_dir)["error_tail"]
     assert "1 of 2 nodes joined (rcnode1 10.213.7.1)" in tail, tail
     # whichever deadline fires first words it: the head's view ("waiting for the head ... a
