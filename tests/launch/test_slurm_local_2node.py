@@ -25,7 +25,6 @@ from rollcli.testing.slurm import (
 
 SKIP = two_node_skip_reason()
 pytestmark = [
-    pytest.mark.xdist_group("slurm-2node"),  # one test at a time on the two-node cluster
     pytest.mark.slurm,
     pytest.mark.slow,
     pytest.mark.skipif(SKIP is not None, reason=str(SKIP)),

@@ -21,7 +21,6 @@ from rollcli.testing.slurm import two_node_skip_reason, use_two_node_cluster, wa
 
 SKIP = two_node_skip_reason()
 pytestmark = [
-    pytest.mark.xdist_group("slurm-2node"),  # one test at a time on the two-node cluster
     pytest.mark.verl,
     pytest.mark.slurm,
     pytest.mark.slow,
