@@ -36,7 +36,7 @@ export ROLLCLI_TEST_SMOLLM2="${ROLLCLI_TEST_SMOLLM2:-1}"
 # (GRPO, Pilot-Commit, VIGOR, the skipped-sync control) and the vllm eval engine on CPU. The one
 # place its pin lives (the GPU stack is the `gpu` extra). Cost (docs/LOG.md 2026-12-02, issue 25):
 # ~4-6 min and ~2.1 GB of install, ~500-600 CPU s of tests (three verl jobs, the eval engine):
-# ~10-15 min of a 2-core CI run in all. It moves numpy to < 2.4 (its mistral_common) and fastapi
+# ~15-18 min of a 2-core CI run in all. It moves numpy to < 2.4 (its mistral_common) and fastapi
 # to < 0.137 for the whole suite (sim/analysis/store/allocators/eval pass with them). Without it
 # the vllm tests skip, naming the reason; `ROLLCLI_VLLM_CPU=1 bash scripts/test.sh -m vllm` runs
 # only them.
