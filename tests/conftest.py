@@ -76,6 +76,10 @@ XDIST_GROUPS = {
     "tests/allocators/test_plugin_venv.py": "plugin-venv",
     "tests/launch/test_local_resume.py": "local-resume",
     "tests/backends/verl/test_verl_cpu.py": "verl-cpu-ray",
+    # vLLM on CPU: Pilot-Commit and VIGOR share one Ray cluster; the GRPO job (its own cluster,
+    # the skipped-sync patch) runs after them on the same worker, never two vLLM clusters at once
+    "tests/backends/verl/test_verl_vllm_cpu.py": "verl-vllm-ray",
+    "tests/backends/verl/test_verl_vllm_grpo.py": "verl-vllm-ray",
 }
 
 
