@@ -214,9 +214,10 @@ def test_h200_specs_render_sbatch():
 @pytest.mark.verl
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("verl") is None, reason="needs the verl extra")
+@pytest.mark.timeout(1500)  # verl jobs on 2 shared cores: over 600 s, as the CLI timeout allows
 def test_verl_cpu_spec_runs_and_reports(tmp_path, check_consistency, run_train_jobs):
     runs = tmp_path / "runs"
-    jobs = run_train_jobs(ROOT / "experiments" / "verl-cpu.yaml", runs, timeout=600)
+    jobs = run_train_jobs(ROOT / "experiments" / "verl-cpu.yaml", runs, timeout=1200)
     run_dir = runs / "verl-cpu"
     assert set(jobs) == {"grpo", "pc"}
     for allocator, job_dir in jobs.items():
@@ -249,6 +250,7 @@ def test_verl_cpu_spec_runs_and_reports(tmp_path, check_consistency, run_train_j
 @pytest.mark.verl
 @pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("verl") is None, reason="needs the verl extra")
+@pytest.mark.timeout(1500)  # verl jobs on 2 shared cores: over 600 s, as the CLI timeout allows
 def test_verl_code_cpu_spec_trains_on_the_code_reward(
     tmp_path, check_consistency, run_train_jobs, trace
 ):

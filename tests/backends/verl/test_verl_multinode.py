@@ -54,6 +54,7 @@ tracking: {wandb: {mode: disabled}}
 """
 
 
+@pytest.mark.timeout(1200)  # a two-node verl job through Slurm on a shared 2-core box
 def test_verl_job_spans_both_nodes(tmp_path, cli, monkeypatch, check_consistency):
     cluster = use_two_node_cluster(monkeypatch)
     monkeypatch.setenv("ROLLCLI_RAY_OBJECT_STORE_BYTES", str(300 * 1024 * 1024))

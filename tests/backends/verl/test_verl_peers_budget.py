@@ -53,6 +53,7 @@ def _spec(folder: Path) -> Path:
     return path
 
 
+@pytest.mark.timeout(1500)  # verl jobs on 2 shared cores: over 600 s, as the CLI timeout allows
 def test_knapsack_and_speed_on_verl(tmp_path, trace, check_consistency, run_train_jobs):
     jobs = run_train_jobs(_spec(tmp_path), tmp_path / "runs", timeout=1200)
 

@@ -64,8 +64,9 @@ def _drawn(step: dict) -> dict[int, list[float]]:
     return out
 
 
+@pytest.mark.timeout(1500)  # verl jobs on 2 shared cores: over 600 s, as the CLI timeout allows
 def test_pods_and_reinforce_ada_on_verl(tmp_path, trace, check_consistency, run_train_jobs):
-    jobs = run_train_jobs(_spec(tmp_path), tmp_path / "runs", timeout=900)
+    jobs = run_train_jobs(_spec(tmp_path), tmp_path / "runs", timeout=1500)
 
     # PODS: one round of 4 prompts x 4; verl trains the max-variance 2 of each
     metrics = check_consistency(jobs["pods"], eval_steps={2}, initial_eval=True)
