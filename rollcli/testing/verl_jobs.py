@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["VLLM_BACKEND", "write_vllm_job"]
+__all__ = ["VLLM_BACKEND", "write_verl_cpu_spec", "write_vllm_job"]
 
 VLLM_BACKEND: dict[str, Any] = {
     "kind": "verl",
@@ -52,3 +52,36 @@ def write_vllm_job(
     }
     (job_dir / "config.yaml").write_text(yaml.safe_dump(config))
     return job_dir
+
+
+def write_verl_cpu_spec(
+    folder: Path,
+    name: str,
+    allocators: dict[str, dict[str, Any]],
+    *,
+    baseline: str,
+    steps: int,
+    rollouts_per_step: int,
+    **backend: Any,
+) -> Path:
+    """An experiment spec over ``experiments/verl-cpu.yaml``'s backend (``backend`` overrides its
+    keys) for the verl-on-CPU end-to-end tests: one seed, local jobs one at a time, a checkpoint
+    every step, one eval at the end, W&B off. Written to ``folder/<name>.yaml``."""
+    root = Path(__file__).resolve().parents[2]
+    base = yaml.safe_load((root / "experiments" / "verl-cpu.yaml").read_text())
+    spec = {
+        "name": name,
+        "extends": "base",
+        "backend": {**base["backend"], **backend},
+        "budget": {"steps": steps, "rollouts_per_step": rollouts_per_step},
+        "allocators": allocators,
+        "seeds": [0],
+        "eval": {"every": steps, "suite": ["math500"], "samples": 2},
+        "target": {"baseline": baseline, "metric": "accuracy", "at": "final"},
+        "launch": {"executor": "local", "max_parallel": 1},
+        "checkpoint": {"every": 1},
+        "tracking": {"wandb": {"mode": "disabled"}},
+    }
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path

@@ -13,10 +13,10 @@ trained and the advantage each row got, so the checks read what verl actually di
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import pytest
-import yaml
+
+from rollcli.testing.verl_jobs import write_verl_cpu_spec
 
 pytestmark = [
     pytest.mark.verl,
@@ -24,7 +24,6 @@ pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("verl") is None, reason="needs the verl extra"),
 ]
 
-ROOT = Path(__file__).resolve().parents[3]
 ALLOCATORS = {
     "vcrl": {"kind": "vcrl", "n": 4, "kappa": 0.5},
     "ar3po": {"kind": "ar3po", "round_size": 2, "max_rounds": 2},
@@ -33,33 +32,22 @@ ALLOCATORS = {
 }
 
 
-def _spec(folder: Path) -> Path:
-    base = yaml.safe_load((ROOT / "experiments" / "verl-cpu.yaml").read_text())
-    backend = {**base["backend"], "train_max_samples": 8, "zero_variance_advantage": "rl_zvp",
-               "rl_zvp_alpha": 0.5}  # fmt: skip
-    spec = {
-        "name": "verl-cpu-issue29-field",
-        "extends": "base",
-        "backend": backend,
-        "budget": {"steps": 3, "rollouts_per_step": 16},
-        "allocators": ALLOCATORS,
-        "seeds": [0],
-        "eval": {"every": 3, "suite": ["math500"], "samples": 2},
-        "target": {"baseline": "vcrl", "metric": "accuracy", "at": "final"},
-        "launch": {"executor": "local", "max_parallel": 1},
-        "checkpoint": {"every": 1},
-        "tracking": {"wandb": {"mode": "disabled"}},
-    }
-    path = folder / "verl-cpu-issue29-field.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return path
-
-
 @pytest.mark.timeout(2400)  # four verl jobs in a row, as the CLI timeout below allows
 def test_vcrl_ar3po_gdro_hora_with_rl_zvp_on_verl(
     tmp_path, trace, check_consistency, run_train_jobs
 ):
-    jobs = run_train_jobs(_spec(tmp_path), tmp_path / "runs", timeout=2400)
+    spec = write_verl_cpu_spec(
+        tmp_path,
+        "verl-cpu-issue29-field",
+        ALLOCATORS,
+        baseline="vcrl",
+        steps=3,
+        rollouts_per_step=16,
+        train_max_samples=8,
+        zero_variance_advantage="rl_zvp",
+        rl_zvp_alpha=0.5,
+    )
+    jobs = run_train_jobs(spec, tmp_path / "runs", timeout=2400)
     zvp_rows = 0
     for name in ALLOCATORS:
         metrics = check_consistency(jobs[name], eval_steps={3}, initial_eval=True)

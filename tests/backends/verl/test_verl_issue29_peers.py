@@ -10,10 +10,10 @@ generated and trained, so the checks read what verl actually did.
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import pytest
-import yaml
+
+from rollcli.testing.verl_jobs import write_verl_cpu_spec
 
 pytestmark = [
     pytest.mark.verl,
@@ -21,7 +21,6 @@ pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("verl") is None, reason="needs the verl extra"),
 ]
 
-ROOT = Path(__file__).resolve().parents[3]
 ALLOCATORS = {
     # temperature 0.01: the draw follows the posterior; exact rounding keeps 16 a step
     "cures": {"kind": "cures", "n_mean": 4, "temperature": 0.01, "rounding": "exact"},
@@ -30,29 +29,18 @@ ALLOCATORS = {
 }
 
 
-def _spec(folder: Path) -> Path:
-    base = yaml.safe_load((ROOT / "experiments" / "verl-cpu.yaml").read_text())
-    spec = {
-        "name": "verl-cpu-issue29",
-        "extends": "base",
-        "backend": {**base["backend"], "train_max_samples": 8},
-        "budget": {"steps": 3, "rollouts_per_step": 16},
-        "allocators": ALLOCATORS,
-        "seeds": [0],
-        "eval": {"every": 3, "suite": ["math500"], "samples": 2},
-        "target": {"baseline": "bots", "metric": "accuracy", "at": "final"},
-        "launch": {"executor": "local", "max_parallel": 1},
-        "checkpoint": {"every": 1},
-        "tracking": {"wandb": {"mode": "disabled"}},
-    }
-    path = folder / "verl-cpu-issue29.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return path
-
-
 @pytest.mark.timeout(1500)  # three verl jobs in a row, as the CLI timeout below allows
 def test_cures_dps_and_bots_on_verl(tmp_path, trace, check_consistency, run_train_jobs):
-    jobs = run_train_jobs(_spec(tmp_path), tmp_path / "runs", timeout=1500)
+    spec = write_verl_cpu_spec(
+        tmp_path,
+        "verl-cpu-issue29",
+        ALLOCATORS,
+        baseline="bots",
+        steps=3,
+        rollouts_per_step=16,
+        train_max_samples=8,
+    )
+    jobs = run_train_jobs(spec, tmp_path / "runs", timeout=1500)
     for name in ALLOCATORS:
         metrics = check_consistency(jobs[name], eval_steps={3}, initial_eval=True)
         assert [m["cum_rollouts"] for m in metrics] == [16, 32, 48], name

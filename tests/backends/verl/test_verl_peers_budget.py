@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import importlib.util
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from rollcli.allocators.knapsack_dp import knapsack_budget
+from rollcli.testing.verl_jobs import write_verl_cpu_spec
 
 pytestmark = [
     pytest.mark.verl,
@@ -28,34 +27,22 @@ pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("verl") is None, reason="needs the verl extra"),
 ]
 
-ROOT = Path(__file__).resolve().parents[3]
 KNAPSACK = {"kind": "knapsack", "n": 4, "max_n": 10, "min_buffer_length": 4}
 SPEED = {"kind": "speed", "n_screen": 2, "n_continue": 6, "gen_batch_factor": 4}
 
 
-def _spec(folder: Path) -> Path:
-    base = yaml.safe_load((ROOT / "experiments" / "verl-cpu.yaml").read_text())
-    spec = {
-        "name": "verl-cpu-budget",
-        "extends": "base",
-        "backend": {**base["backend"], "train_max_samples": 8},
-        "budget": {"steps": 4, "rollouts_per_step": 16},
-        "allocators": {"knapsack": KNAPSACK, "speed": SPEED},
-        "seeds": [0],
-        "eval": {"every": 4, "suite": ["math500"], "samples": 2},
-        "target": {"baseline": "knapsack", "metric": "accuracy", "at": "final"},
-        "launch": {"executor": "local", "max_parallel": 1},
-        "checkpoint": {"every": 1},
-        "tracking": {"wandb": {"mode": "disabled"}},
-    }
-    path = folder / "verl-cpu-budget.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return path
-
-
 @pytest.mark.timeout(1500)  # verl jobs on 2 shared cores: over 600 s, as the CLI timeout allows
 def test_knapsack_and_speed_on_verl(tmp_path, trace, check_consistency, run_train_jobs):
-    jobs = run_train_jobs(_spec(tmp_path), tmp_path / "runs", timeout=1200)
+    spec = write_verl_cpu_spec(
+        tmp_path,
+        "verl-cpu-budget",
+        {"knapsack": KNAPSACK, "speed": SPEED},
+        baseline="knapsack",
+        steps=4,
+        rollouts_per_step=16,
+        train_max_samples=8,
+    )
+    jobs = run_train_jobs(spec, tmp_path / "runs", timeout=1200)
 
     # Knapsack: 4 prompts a step, 16 rollouts; steps 1-2 visit all 8 prompts with n = 4 each,
     # steps 3-4 revisit them (4 rewards >= min_buffer_length) and the DP splits the 16

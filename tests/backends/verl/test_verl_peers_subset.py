@@ -13,13 +13,12 @@ every trained row, so the checks read what verl actually did.
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 
 from rollcli.allocators.pods import max_variance_subsets
+from rollcli.testing.verl_jobs import write_verl_cpu_spec
 
 pytestmark = [
     pytest.mark.verl,
@@ -27,31 +26,12 @@ pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("verl") is None, reason="needs the verl extra"),
 ]
 
-ROOT = Path(__file__).resolve().parents[3]
 
-
-def _spec(folder: Path) -> Path:
-    base = yaml.safe_load((ROOT / "experiments" / "verl-cpu.yaml").read_text())
-    spec = {
-        "name": "verl-cpu-peers",
-        "extends": "base",
-        "backend": base["backend"],  # tiny model, toy coin reward, trace_groups on
-        "budget": {"steps": 2, "rollouts_per_step": 8},
-        "allocators": {
-            "pods": {"kind": "pods", "n": 4, "m": 2},  # 4 prompts, 16 generated, 8 trained
-            "ada": {"kind": "reinforce_ada", "num_keep": 2, "round_repeat": 2, "max_rounds": 2},
-            "ada1": {"kind": "reinforce_ada", "num_keep": 1, "round_repeat": 2, "max_rounds": 2},
-        },
-        "seeds": [0],
-        "eval": {"every": 2, "suite": ["math500"], "samples": 2},
-        "target": {"baseline": "pods", "metric": "accuracy", "at": "final"},
-        "launch": {"executor": "local", "max_parallel": 1},
-        "checkpoint": {"every": 1},
-        "tracking": {"wandb": {"mode": "disabled"}},
-    }
-    path = folder / "verl-cpu-peers.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return path
+ALLOCATORS = {
+    "pods": {"kind": "pods", "n": 4, "m": 2},  # 4 prompts, 16 generated, 8 trained
+    "ada": {"kind": "reinforce_ada", "num_keep": 2, "round_repeat": 2, "max_rounds": 2},
+    "ada1": {"kind": "reinforce_ada", "num_keep": 1, "round_repeat": 2, "max_rounds": 2},
+}
 
 
 def _drawn(step: dict) -> dict[int, list[float]]:
@@ -66,7 +46,11 @@ def _drawn(step: dict) -> dict[int, list[float]]:
 
 @pytest.mark.timeout(1500)  # verl jobs on 2 shared cores: over 600 s, as the CLI timeout allows
 def test_pods_and_reinforce_ada_on_verl(tmp_path, trace, check_consistency, run_train_jobs):
-    jobs = run_train_jobs(_spec(tmp_path), tmp_path / "runs", timeout=1500)
+    # verl-cpu.yaml's backend as it is: tiny model, toy coin reward, trace_groups on
+    spec = write_verl_cpu_spec(
+        tmp_path, "verl-cpu-peers", ALLOCATORS, baseline="pods", steps=2, rollouts_per_step=8
+    )
+    jobs = run_train_jobs(spec, tmp_path / "runs", timeout=1500)
 
     # PODS: one round of 4 prompts x 4; verl trains the max-variance 2 of each
     metrics = check_consistency(jobs["pods"], eval_steps={2}, initial_eval=True)
