@@ -90,6 +90,30 @@ XDIST_GROUPS = {
 }
 
 
+# scripts/test.sh runs these in a second, serial pytest (`--verl-e2e only`) after the rest
+# (`--verl-e2e exclude`, on xdist workers): each verl trainer run is ~100 CPU-s, ~85-90 % of it
+# start-up (Ray, task runner, FSDP, agent-loop and reward workers), and beside another worker's
+# tests a chain of them took twice as long (docs/LOG.md, "CI in two phases").
+VERL_E2E_MODULES = tuple(p for p, g in XDIST_GROUPS.items() if g == "verl-e2e") + (
+    "tests/backends/verl/test_verl_multinode.py",
+)
+
+
+def is_verl_e2e(nodeid: str) -> bool:
+    """A test that runs verl's trainer end to end (the second phase of scripts/test.sh)."""
+    return nodeid.startswith(VERL_E2E_MODULES)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--verl-e2e",
+        choices=("include", "exclude", "only"),
+        default="include",
+        help="the verl end-to-end tests (VERL_E2E_MODULES): run them with the rest (include), "
+        "leave them out (exclude) or run only them (only)",
+    )
+
+
 def xdist_group_of(nodeid: str) -> str | None:
     """The group of the test ``nodeid`` (longest matching prefix), or None: any worker."""
     matches = [prefix for prefix in XDIST_GROUPS if nodeid.startswith(prefix)]
@@ -99,6 +123,13 @@ def xdist_group_of(nodeid: str) -> str | None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A Slurm test or a SmolLM2 test outside its group would share its cluster or rebuild
     the model on a second worker: refuse to run, naming it and the table to add it to."""
+    split = config.getoption("--verl-e2e")
+    if split != "include":
+        keep = [item for item in items if is_verl_e2e(item.nodeid) == (split == "only")]
+        dropped = [item for item in items if item not in keep]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = keep
     for item in items:
         group = xdist_group_of(item.nodeid)
         if item.get_closest_marker("slurm") and not (group or "").startswith("slurm-"):

@@ -28,3 +28,13 @@ def test_the_longest_prefix_names_the_group():
     assert group_of("tests/eval/test_runner.py::test_smollm2_gguf_end_to_end") == "smollm2"
     assert group_of("tests/eval/test_runner.py::test_hf_engine_on_tiny_model") is None
     assert group_of("tests/launch/test_slurm_fallback.py::test_x") is None
+
+
+def test_the_verl_phase_holds_the_verl_trainer_modules():
+    is_verl = conftest.is_verl_e2e
+    assert is_verl("tests/backends/verl/test_verl_cpu.py::test_pilot_commit_groups_and_resume")
+    assert is_verl("tests/backends/verl/test_verl_multinode.py::test_verl_job_spans_both_nodes")
+    assert not is_verl("tests/backends/verl/test_verl_gpu_run.py::test_x")
+    assert not is_verl("tests/launch/test_multinode.py::test_x")
+    for module in conftest.VERL_E2E_MODULES:
+        assert (TESTS.parent / module).is_file(), f"VERL_E2E_MODULES names {module}, but it is gone"

@@ -132,6 +132,9 @@ def test_cuda_job_without_flash_attn_stops_before_anything_starts(monkeypatch, t
     from rollcli.backends.verl.gpu_stack import check_attention, install_commands
 
     monkeypatch.setitem(sys.modules, "flash_attn", None)  # import flash_attn -> ImportError
+    # online, so the model-cache preflight passes whatever an earlier test in this worker set
+    # (the SmolLM2 fixture sets HF_HUB_OFFLINE=1 for its session)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
 
     def reached(*args, **kwargs):
         raise AssertionError("the job went on to prepare its inputs")
