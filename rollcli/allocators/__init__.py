@@ -29,6 +29,7 @@ from rollcli.allocators import (  # noqa: F401
     uniform,
     vcrl,
     vigor,
+    vip,
 )
 from rollcli.allocators._common import KeptGroups
 from rollcli.allocators.api import (

@@ -286,6 +286,15 @@ def contract_cases() -> list[ContractCase]:
         ContractCase(
             {"kind": "hora", "n_mean": 6, "n_init": 1, "n_max": 12, "prior_a": 0.5}, 36, steps=10
         ),
+        ContractCase({"kind": "vip", "n_mean": 4, "n_min": 2, "n_max": 8}, 32),
+        ContractCase(
+            {"kind": "vip", "n_mean": 4, "n_min": 3, "n_max": 6, "estimator": "dr_grpo"}, 32
+        ),
+        ContractCase(
+            {"kind": "vip", "n_mean": 6, "n_min": 2, "n_max": 12, "kernel_shared": 0.0},
+            36,
+            steps=10,
+        ),
         ContractCase({"kind": "speed", "n_screen": 2, "n_continue": 2, "gen_batch_factor": 2}, 32),
         ContractCase(
             {

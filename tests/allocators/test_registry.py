@@ -43,6 +43,7 @@ def test_kinds() -> None:
         "uniform",
         "vcrl",
         "vigor",
+        "vip",
     ]
     assert sorted(PRESETS) == allocator_kinds()
 
@@ -102,6 +103,7 @@ def test_every_preset_builds_at_its_published_scale(kind: str, preset: str) -> N
         "cures": lambda c: c.n_mean,
         "gdro": lambda c: c.n_mean,
         "hora": lambda c: c.n_mean,
+        "vip": lambda c: c.n_mean,
         "ar3po": lambda c: c.round_size * c.max_rounds,
     }
     budget = 128 * per_prompt.get(kind, lambda c: c.n)(config)  # 128 prompts per train batch
