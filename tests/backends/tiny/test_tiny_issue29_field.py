@@ -1,4 +1,4 @@
-"""The issue-29 allocators (VCRL, AR3PO, Rollout-GDRO, HORA) run whole tiny jobs with RL-ZVP's
+"""The issue-29 allocators (VCRL, AR3PO, Rollout-GDRO, HORA, VIP) run whole tiny jobs with RL-ZVP's
 advantage on: the metrics rows follow the contract and zero-variance rows train (except under
 VCRL, which trains no zero-variance group)."""
 
@@ -23,6 +23,7 @@ from .conftest import learning_micro_config
         {"kind": "ar3po", "round_size": 2, "max_rounds": 2},
         {"kind": "gdro", "n_mean": 4, "n_min": 2, "n_max": 8},
         {"kind": "hora", "n_mean": 4, "n_init": 2, "n_max": 8},
+        {"kind": "vip", "n_mean": 4, "n_min": 2, "n_max": 8},
     ],
     ids=lambda a: a["kind"],
 )
