@@ -30,6 +30,7 @@ from rollcli.allocators import (  # noqa: F401
     vcrl,
     vigor,
     vip,
+    xrpo,
 )
 from rollcli.allocators._common import KeptGroups
 from rollcli.allocators.api import (

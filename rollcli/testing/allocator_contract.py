@@ -295,6 +295,22 @@ def contract_cases() -> list[ContractCase]:
             36,
             steps=10,
         ),
+        ContractCase({"kind": "xrpo", "n_mean": 4, "n_init": 2, "n_max": 6}, 32),
+        ContractCase({"kind": "xrpo", "n_mean": 4, "n_init": 4, "n_max": 4, "num_phases": 2}, 32),
+        ContractCase(
+            {
+                "kind": "xrpo",
+                "n_mean": 6,
+                "n_init": 2,
+                "n_max": 12,
+                "num_phases": 4,
+                "alpha": 0.1,
+                "lam": 0.0,
+                "bonus_clock": "rollouts",
+            },
+            36,
+            steps=10,
+        ),  # fmt: skip
         ContractCase({"kind": "speed", "n_screen": 2, "n_continue": 2, "gen_batch_factor": 2}, 32),
         ContractCase(
             {

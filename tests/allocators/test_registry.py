@@ -44,6 +44,7 @@ def test_kinds() -> None:
         "vcrl",
         "vigor",
         "vip",
+        "xrpo",
     ]
     assert sorted(PRESETS) == allocator_kinds()
 
