@@ -1,18 +1,19 @@
 """XRPO's allocator: phased rollouts to the prompts whose Student-t interval would shrink most.
 
 XRPO (Bamba et al., arXiv 2510.06672, ICML 2026; code UIUC-MLSys/XRPO, which could not be
-fetched). Only the abstract and third-party summaries could be read, not the method section
-(docs/allocators.md says what each part rests on). What they state: a *hierarchical rollout
-planner* spends the step's rollout budget *in phases*, each time on the prompts with the largest
-priority
+fetched). Only the abstract, third-party summaries and the reviews of its ICLR 2026 submission
+could be read, not the method section (docs/allocators.md says what each part rests on). What
+they state: a *hierarchical rollout planner* spends the step's rollout budget in *three phases*
+(the first cannot use the priority; the statistics are re-estimated between phases), each time
+on the prompts with the largest priority
 
     Pi_q = h_q(n_q) - h_q(n_q + 1) + lam * sqrt(log(1 + T) / n_q),
     h_q(n) = t_{1 - alpha/2, n - 1} * s_q / sqrt(n),
 
 the expected shrinkage of the half-width of the Student-t confidence interval of prompt ``q``'s
 mean reward from one more rollout, plus an exploration bonus (``s_q``: the sample standard
-deviation of ``q``'s ``n_q`` rewards). rollcli builds it as follows (the phase schedule, ``T``
-and the defaults are rollcli's reading):
+deviation of ``q``'s ``n_q`` rewards). rollcli builds it as follows (the budget split across
+phases, ``T`` and the defaults are rollcli's reading):
 
 1. **Base phase.** ``B = rollouts_per_step // n_mean`` prompts in epoch order get ``n_init >= 2``
    rollouts each (phase ``base``), so every ``s_q`` and ``t_{., n_q - 1}`` is defined.
