@@ -1,4 +1,5 @@
 """The issue-29 allocators (VCRL, AR3PO, Rollout-GDRO, HORA, VIP) run whole tiny jobs with RL-ZVP's
+"""The issue-29 allocators (VCRL, AR3PO, Rollout-GDRO, HORA, XRPO) run whole tiny jobs with RL-ZVP's
 advantage on: the metrics rows follow the contract and zero-variance rows train (except under
 VCRL, which trains no zero-variance group)."""
 
@@ -24,6 +25,7 @@ from .conftest import learning_micro_config
         {"kind": "gdro", "n_mean": 4, "n_min": 2, "n_max": 8},
         {"kind": "hora", "n_mean": 4, "n_init": 2, "n_max": 8},
         {"kind": "vip", "n_mean": 4, "n_min": 2, "n_max": 8},
+        {"kind": "xrpo", "n_mean": 4, "n_init": 2, "n_max": 8},
     ],
     ids=lambda a: a["kind"],
 )
