@@ -1,6 +1,5 @@
-"""The issue-29 allocators (VCRL, AR3PO, Rollout-GDRO, HORA, VIP) run whole tiny jobs with RL-ZVP's
-"""The issue-29 allocators (VCRL, AR3PO, Rollout-GDRO, HORA, XRPO) run whole tiny jobs with RL-ZVP's
-advantage on: the metrics rows follow the contract and zero-variance rows train (except under
+"""The issue-29 allocators (VCRL, AR3PO, Rollout-GDRO, HORA, VIP, XRPO) run whole tiny jobs with
+RL-ZVP's advantage on: the metrics rows follow the contract and zero-variance rows train (except under
 VCRL, which trains no zero-variance group)."""
 
 from __future__ import annotations
