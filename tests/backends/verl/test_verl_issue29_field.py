@@ -1,10 +1,12 @@
-"""VCRL, AR3PO, Rollout-GDRO and HORA inside verl's real trainer on CPU, with RL-ZVP's advantage
-on, through ``rollcli run`` (issue 29, the rest of the field).
+"""VCRL, AR3PO, Rollout-GDRO, HORA, VIP and XRPO inside verl's real trainer on CPU, with RL-ZVP's
+advantage on, through ``rollcli run`` (issue 29, the rest of the field).
 
-One spec, four jobs (tiny Qwen2 model, the coin-flip reward of verl-cpu.yaml, a pool of 8
+One spec, six jobs (tiny Qwen2 model, the coin-flip reward of verl-cpu.yaml, a pool of 8
 prompts, 3 steps of 16 rollouts): VCRL generates 4 x 4 and trains only its high-variance groups;
 AR3PO and HORA ask twice a step (rounds; first stage + extras) and train each prompt's rollouts
-of both asks as one group; Rollout-GDRO asks per-bin counts off the budget. RL-ZVP
+of both asks as one group; XRPO asks in up to three phases (a base phase, then the priority's
+extras) and spends the step's 16 exactly; Rollout-GDRO asks per-bin counts off the budget; VIP
+asks once, its GP's counts under the hard budget of 16. RL-ZVP
 (``zero_variance_advantage: rl_zvp``) gives every zero-variance group a non-zero advantage whose
 sign is the rollout's success. The trace (``backend.trace_groups``) holds what verl generated,
 trained and the advantage each row got, so the checks read what verl actually did.
@@ -29,11 +31,13 @@ ALLOCATORS = {
     "ar3po": {"kind": "ar3po", "round_size": 2, "max_rounds": 2},
     "gdro": {"kind": "gdro", "n_mean": 4, "n_min": 2, "n_max": 8},
     "hora": {"kind": "hora", "n_mean": 4, "n_init": 2, "n_max": 6},
+    "vip": {"kind": "vip", "n_mean": 4, "n_min": 2, "n_max": 6},
+    "xrpo": {"kind": "xrpo", "n_mean": 4, "n_init": 2, "n_max": 6},
 }
 
 
-@pytest.mark.timeout(2400)  # four verl jobs in a row, as the CLI timeout below allows
-def test_vcrl_ar3po_gdro_hora_with_rl_zvp_on_verl(
+@pytest.mark.timeout(3600)  # six verl jobs in a row, as the CLI timeout below allows
+def test_the_issue29_allocators_with_rl_zvp_on_verl(
     tmp_path, trace, check_consistency, run_train_jobs
 ):
     spec = write_verl_cpu_spec(
@@ -47,7 +51,7 @@ def test_vcrl_ar3po_gdro_hora_with_rl_zvp_on_verl(
         zero_variance_advantage="rl_zvp",
         rl_zvp_alpha=0.5,
     )
-    jobs = run_train_jobs(spec, tmp_path / "runs", timeout=2400)
+    jobs = run_train_jobs(spec, tmp_path / "runs", timeout=3600)
     zvp_rows = 0
     for name in ALLOCATORS:
         metrics = check_consistency(jobs[name], eval_steps={3}, initial_eval=True)
@@ -65,7 +69,12 @@ def test_vcrl_ar3po_gdro_hora_with_rl_zvp_on_verl(
                 assert len(step["rounds"]) <= 2 and sum(asked.values()) <= 16, name
             if name == "vcrl":  # only groups of mixed rewards train (p >= 0.5 at n = 4)
                 assert all(0 < sum(g["rewards"]) < 4 for g in groups), name
-            if name == "hora":
+            if name == "xrpo":
+                assert len(step["rounds"]) <= 3, name
+            if name == "vip":
+                assert len(step["rounds"]) == 1, name
+                assert all(2 <= n <= 6 for n in asked.values()), name
+            if name in ("hora", "vip", "xrpo"):  # the hard budget, spent exactly
                 assert sum(asked.values()) == 16, name
             # RL-ZVP: a zero-variance group trains, each row signed by its success
             adv = dict(zip(step["trained"]["refs"], step["trained"]["advantages"], strict=True))
