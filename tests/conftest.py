@@ -52,6 +52,13 @@ def cli() -> Callable[..., CliResult]:
 # are visible to all of them; real clusters get the refusal (rollcli.launch.shared_fs).
 os.environ.setdefault("ROLLCLI_ALLOW_NODE_LOCAL_RUN_DIR", "1")
 
+# Ray starts its workers at nice 15 (its `worker_niceness`), so beside the suite's other tests
+# (nice 0) the workers that do a verl job's work (task runner, FSDP, rollout, reward) got a
+# fraction of a core and a verl test took twice as long on a 2-core CI box (docs/LOG.md, "CI:
+# Ray's worker niceness"). Every Ray cluster a test starts (in-process, through `rollcli run`, or
+# in a Slurm job, which inherits the environment) runs its workers at the suite's priority.
+os.environ.setdefault("RAY_worker_niceness", "0")
+
 
 # pytest-xdist (scripts/test.sh runs `-n 3 --dist loadgroup`) gives each group to one worker:
 # tests that share a cluster's state run one at a time on it, and the tests of an expensive
@@ -90,10 +97,9 @@ XDIST_GROUPS = {
 }
 
 
-# scripts/test.sh runs these in a second, serial pytest (`--verl-e2e only`) after the rest
-# (`--verl-e2e exclude`, on xdist workers): each verl trainer run is ~100 CPU-s, ~85-90 % of it
-# start-up (Ray, task runner, FSDP, agent-loop and reward workers), and beside another worker's
-# tests a chain of them took twice as long (docs/LOG.md, "CI in two phases").
+# The tests that run verl's trainer end to end (each ~100 CPU-s, ~85-90 % of it start-up: Ray,
+# task runner, FSDP, agent-loop and reward workers): `--verl-e2e exclude` leaves them out (a quick
+# local run), `--verl-e2e only` runs just them.
 VERL_E2E_MODULES = tuple(p for p, g in XDIST_GROUPS.items() if g == "verl-e2e") + (
     "tests/backends/verl/test_verl_multinode.py",
 )
