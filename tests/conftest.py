@@ -54,8 +54,8 @@ os.environ.setdefault("ROLLCLI_ALLOW_NODE_LOCAL_RUN_DIR", "1")
 
 # Ray starts its workers at nice 15 (its `worker_niceness`), so beside the suite's other tests
 # (nice 0) the workers that do a verl job's work (task runner, FSDP, rollout, reward) got a
-# fraction of a core and a verl test took twice as long on a 2-core CI box (docs/LOG.md, "CI:
-# Ray's worker niceness"). Every Ray cluster a test starts (in-process, through `rollcli run`, or
+# fraction of a core and a verl test took twice as long on a 2-core CI box (docs/LOG.md, "CI in
+# two phases"). Every Ray cluster a test starts (in-process, through `rollcli run`, or
 # in a Slurm job, which inherits the environment) runs its workers at the suite's priority.
 os.environ.setdefault("RAY_worker_niceness", "0")
 
@@ -98,8 +98,8 @@ XDIST_GROUPS = {
 
 
 # The tests that run verl's trainer end to end (each ~100 CPU-s, ~85-90 % of it start-up: Ray,
-# task runner, FSDP, agent-loop and reward workers): `--verl-e2e exclude` leaves them out (a quick
-# local run), `--verl-e2e only` runs just them.
+# task runner, FSDP, agent-loop and reward workers). scripts/test.sh runs the rest on xdist
+# workers (`--verl-e2e exclude`), then these serially on the idle machine (`--verl-e2e only`).
 VERL_E2E_MODULES = tuple(p for p, g in XDIST_GROUPS.items() if g == "verl-e2e") + (
     "tests/backends/verl/test_verl_multinode.py",
 )
