@@ -31,8 +31,8 @@ from rollcli.allocators.registry import register_allocator
 from rollcli.allocators.state import (
     group_from_json,
     group_to_json,
-    outcome_from_json,
-    outcome_to_json,
+    outcomes_from_json,
+    outcomes_to_json,
     prompt_dict_from_json,
     prompt_dict_to_json,
 )
@@ -124,15 +124,13 @@ class Ar3poAllocator(KeptGroups, BaseAllocator):
     def _state(self) -> dict[str, Any]:
         return {
             "round": self._round,
-            "open": prompt_dict_to_json(self._open, lambda os: [outcome_to_json(o) for o in os]),
+            "open": prompt_dict_to_json(self._open, outcomes_to_json),
             "groups": [group_to_json(g) for g in self._groups],
             "last": dict(self._last),
         }
 
     def _load_state(self, state: dict[str, Any]) -> None:
         self._round = int(state["round"])
-        self._open = prompt_dict_from_json(
-            state["open"], lambda os: [outcome_from_json(o) for o in os]
-        )
+        self._open = prompt_dict_from_json(state["open"], outcomes_from_json)
         self._groups = [group_from_json(g) for g in state["groups"]]
         self._last = dict(state["last"])

@@ -66,6 +66,16 @@ def outcome_from_json(s: Sequence[Any]) -> Outcome:
     )
 
 
+def outcomes_to_json(outcomes: Iterable[Outcome]) -> list[list[Any]]:
+    """A list of outcomes as JSON data (a prompt's rollouts gathered over several asks)."""
+    return [outcome_to_json(o) for o in outcomes]
+
+
+def outcomes_from_json(items: Iterable[Sequence[Any]]) -> list[Outcome]:
+    """The outcomes :func:`outcomes_to_json` wrote."""
+    return [outcome_from_json(o) for o in items]
+
+
 def group_to_json(g: Group) -> list[Any]:
     """``[prompt_id, refs, rewards]``, plus the baseline when the group carries one."""
     out = [g.prompt_id, list(g.refs), g.rewards.tolist()]

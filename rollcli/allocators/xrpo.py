@@ -45,8 +45,8 @@ from rollcli.allocators.registry import register_allocator
 from rollcli.allocators.state import (
     group_from_json,
     group_to_json,
-    outcome_from_json,
-    outcome_to_json,
+    outcomes_from_json,
+    outcomes_to_json,
     prompt_dict_from_json,
     prompt_dict_to_json,
 )
@@ -251,7 +251,7 @@ class XrpoAllocator(KeptGroups, BaseAllocator):
         return {
             "phase": self._phase,
             "budget": self._budget,
-            "parts": prompt_dict_to_json(self._parts, lambda os: [outcome_to_json(o) for o in os]),
+            "parts": prompt_dict_to_json(self._parts, outcomes_to_json),
             "groups": [group_to_json(g) for g in self._groups],
             "last": dict(self._last),
         }
@@ -259,8 +259,6 @@ class XrpoAllocator(KeptGroups, BaseAllocator):
     def _load_state(self, state: dict[str, Any]) -> None:
         self._phase = int(state["phase"])
         self._budget = int(state["budget"])
-        self._parts = prompt_dict_from_json(
-            state["parts"], lambda os: [outcome_from_json(o) for o in os]
-        )
+        self._parts = prompt_dict_from_json(state["parts"], outcomes_from_json)
         self._groups = [group_from_json(g) for g in state["groups"]]
         self._last = dict(state["last"])
