@@ -137,7 +137,19 @@ def use_two_node_cluster(monkeypatch: Any) -> TwoNodeCluster:
     through pytest's ``monkeypatch`` (so the jobs the test submits inherit them)."""
     cluster, reason = _probe()
     assert cluster is not None, reason
+    remove_test_firewall(cluster)
     env = cluster.env()
     monkeypatch.setenv("PATH", env["PATH"])
     monkeypatch.setenv("SLURM_CONF", env["SLURM_CONF"])
     return cluster
+
+
+# the nftables table tests/launch/test_multinode.py puts on a node to cut Ray's ports
+TEST_FIREWALL = "rollcli_test_firewall"
+
+
+def remove_test_firewall(cluster: TwoNodeCluster) -> None:
+    """Delete the cut-off test's firewall from every node, if a killed run left it there: it
+    would make every later two-node Ray cluster fail to form (the head "never answered")."""
+    for index in range(len(cluster.namespaces)):
+        cluster.on_node(index, "nft", "delete", "table", "inet", TEST_FIREWALL)

@@ -26,6 +26,7 @@ from rollcli.launch.slurm_queries import sacct_states
 from rollcli.store.atomic import read_jsonl
 from rollcli.store.state import read_state
 from rollcli.testing.slurm import (
+    TEST_FIREWALL,
     TwoNodeCluster,
     two_node_skip_reason,
     use_two_node_cluster,
@@ -53,7 +54,7 @@ launch: {executor: slurm, nodes: 2, gpus_per_node: 1, cpus_per_task: 2, time: "0
 tracking: {wandb: {mode: disabled}}
 """
 SLOW_SIM = {"kind": "sim", "num_train_prompts": 4096, "num_eval_prompts": 256}
-FIREWALL = "rollcli_test_firewall"
+FIREWALL = TEST_FIREWALL
 
 
 @pytest.fixture
