@@ -49,6 +49,21 @@ def merge_outcomes(prompt_id: int, outcomes: Sequence[Outcome]) -> Group:
     return Group(prompt_id, refs, rewards.astype(float, copy=False))
 
 
+def greedy_counts(gains: np.ndarray, quota: int) -> np.ndarray:
+    """Units per row of ``gains`` (``rows x depth``, each row's marginal gains non-increasing,
+    ``-inf`` where a row may not go): ``quota`` single units, each to the largest next gain, ties
+    to the earlier row. Because every row falls, that greedy is the ``quota`` largest entries
+    (stable, row-major). Gains equal to 12 decimals are ties, so floating-point rounding in
+    computing them cannot break a tie; ``-inf`` entries are never taken."""
+    rows, depth = gains.shape
+    if rows == 0 or depth == 0 or quota <= 0:
+        return np.zeros(rows, dtype=np.int64)
+    flat = np.round(gains, 12).ravel()
+    take = min(int(quota), int(np.count_nonzero(flat > -np.inf)))
+    order = np.argsort(-flat, kind="stable")[:take]
+    return np.bincount(order // depth, minlength=rows).astype(np.int64)
+
+
 def reward_variance(rewards: np.ndarray) -> float:
     """Population variance (ddof 0) that equal rewards in any order give identically.
 

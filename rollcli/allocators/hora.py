@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rollcli.allocators._common import KeptGroups, check_at_least, merge_outcomes
+from rollcli.allocators._common import KeptGroups, check_at_least, greedy_counts, merge_outcomes
 from rollcli.allocators.api import Ask, AskItem, BaseAllocator, Group, Outcome
 from rollcli.allocators.registry import register_allocator
 from rollcli.allocators.state import (
@@ -95,14 +95,9 @@ def hora_extras(a: np.ndarray, b: np.ndarray, budget: int, cap: int) -> np.ndarr
     gain (ties to the earlier prompt), at most ``cap`` a prompt. Greedy is optimal because each
     prompt's gains fall with ``m``; taking the ``budget`` largest entries of the gain matrix
     (stable, row-major) is that greedy."""
-    n = len(a)
-    if n == 0 or cap <= 0 or budget <= 0:
-        return np.zeros(n, dtype=np.int64)
-    # gains equal to 12 decimals are ties (the product's rounding must not break them)
-    gains = np.round(hit_gains(a, b, cap), 12).ravel()
-    take = min(budget, gains.size)
-    order = np.argsort(-gains, kind="stable")[:take]
-    return np.bincount(order // cap, minlength=n).astype(np.int64)
+    if len(a) == 0 or cap <= 0 or budget <= 0:
+        return np.zeros(len(a), dtype=np.int64)
+    return greedy_counts(hit_gains(a, b, cap), budget)
 
 
 def _utilities(a: np.ndarray, b: np.ndarray, m: np.ndarray) -> np.ndarray:

@@ -49,7 +49,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rollcli.allocators._common import check_group_sizes
+from rollcli.allocators._common import check_group_sizes, greedy_counts
 from rollcli.allocators._one_ask import OneAskStep
 from rollcli.allocators.api import AskItem, Group, Outcome
 from rollcli.allocators.registry import register_allocator
@@ -137,14 +137,7 @@ def vip_counts(
     levels = np.arange(n_min, n_max + 1)
     h = variance_factor(levels, estimator)
     steps = _decreasing_envelope(h[:-1] - h[1:])
-    # decreases equal to 12 decimals are ties (rounding must not break them)
-    gains = np.round(w[:, None] * steps[None, :], 12).ravel()
-    if extra < gains.size:
-        order = np.argsort(-gains, kind="stable")[:extra]
-    else:
-        order = np.arange(gains.size)
-    counts += np.bincount(order // depth, minlength=num)
-    return counts
+    return counts + greedy_counts(w[:, None] * steps[None, :], extra)
 
 
 def vip_mean_update(

@@ -38,7 +38,13 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rollcli.allocators._common import KeptGroups, check_at_least, check_choice, merge_outcomes
+from rollcli.allocators._common import (
+    KeptGroups,
+    check_at_least,
+    check_choice,
+    greedy_counts,
+    merge_outcomes,
+)
 from rollcli.allocators._student_t import t_critical
 from rollcli.allocators.api import Ask, AskItem, BaseAllocator, Group, Outcome
 from rollcli.allocators.registry import register_allocator
@@ -135,11 +141,7 @@ def xrpo_extras(
         return np.zeros(k, dtype=np.int64)
     m = np.arange(depth, dtype=np.int64)[None, :]
     table = xrpo_priority(np.repeat(s, depth), (n[:, None] + m).ravel(), clock, alpha, lam)
-    # priorities equal to 12 decimals are ties (rounding must not break them); beyond a cap: -inf
-    table = np.where(m < cap[:, None], np.round(table.reshape(k, depth), 12), -np.inf).ravel()
-    take = min(int(quota), int(cap.sum()))
-    order = np.argsort(-table, kind="stable")[:take]
-    return np.bincount(order // depth, minlength=k).astype(np.int64)
+    return greedy_counts(np.where(m < cap[:, None], table.reshape(k, depth), -np.inf), quota)
 
 
 @register_allocator
