@@ -93,13 +93,10 @@ phase 4 "pytest $* (two runs: the rest on 2 workers, then the verl end-to-end te
 # (VERL_E2E_MODULES). Each verl trainer run is mostly start-up; beside another worker they took
 # twice as long, and three at once missed Ray's hard-coded 30-s node start-up deadline; verl's
 # chain beside the rest on 3 workers (load 10) made Ray's dashboard agent miss it too (docs/LOG.md,
-# "CI in two phases"). Both runs always run; exit 5 (nothing selected, e.g. by -k) counts as a
-# pass.
+# "CI in two phases"). Both runs always run.
+# pytest's exit 5 (nothing selected) is a pass
+pytest_ok() { python -m pytest "$@" || [ $? = 5 ]; }
 status=0
-python -m pytest -q --durations=25 -n 2 --dist loadgroup --verl-e2e exclude "$@" || status=$?
-[ "$status" = 5 ] && status=0
-verl_status=0
-python -m pytest -q --durations=15 -n 0 --verl-e2e only "$@" || verl_status=$?
-[ "$verl_status" = 5 ] && verl_status=0
-[ "$status" = 0 ] && status=$verl_status
+pytest_ok -q --durations=25 -n 2 --dist loadgroup --verl-e2e exclude "$@" || status=1
+pytest_ok -q --durations=15 -n 0 --verl-e2e only "$@" || status=1
 exit "$status"
