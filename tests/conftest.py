@@ -131,8 +131,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     the model on a second worker: refuse to run, naming it and the table to add it to."""
     split = config.getoption("--verl-e2e")
     if split != "include":
-        keep = [item for item in items if is_verl_e2e(item.nodeid) == (split == "only")]
-        dropped = [item for item in items if item not in keep]
+        keep, dropped = [], []
+        for item in items:
+            (keep if is_verl_e2e(item.nodeid) == (split == "only") else dropped).append(item)
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = keep

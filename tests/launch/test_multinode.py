@@ -54,7 +54,6 @@ launch: {executor: slurm, nodes: 2, gpus_per_node: 1, cpus_per_task: 2, time: "0
 tracking: {wandb: {mode: disabled}}
 """
 SLOW_SIM = {"kind": "sim", "num_train_prompts": 4096, "num_eval_prompts": 256}
-FIREWALL = TEST_FIREWALL
 
 
 @pytest.fixture
@@ -147,7 +146,7 @@ def test_planned_two_node_job_runs_head_on_node1_and_worker_on_node2(cluster, cl
 def add_firewall(cluster: TwoNodeCluster) -> None:
     """Node 2 drops its TCP packets to Ray's ports on node 1 (Slurm's own ports stay open)."""
     rules = (
-        f"table inet {FIREWALL} {{\n chain out {{\n  type filter hook output priority 0;\n"
+        f"table inet {TEST_FIREWALL} {{\n chain out {{\n  type filter hook output priority 0;\n"
         f"  ip daddr {cluster.addresses[0]} tcp dport 20000-41999 drop\n }}\n}}\n"
     )
     proc = cluster.on_node(1, "nft", "-f", "-", input=rules)
@@ -171,7 +170,7 @@ def test_node_that_cannot_reach_the_head_fails_the_job_in_bounded_time(
         statuses = executor.wait([job], run_dir, interval=0.5)
         elapsed = time.monotonic() - start
     finally:
-        cluster.on_node(1, "nft", "delete", "table", "inet", FIREWALL)
+        cluster.on_node(1, "nft", "delete", "table", "inet", TEST_FIREWALL)
         executor.cancel(run_dir)
     assert statuses == {job.id: "failed"}
     # bounded: without the join deadline the job hangs until Slurm's 30-minute limit; the
