@@ -92,10 +92,17 @@ class VcrlAllocator(OneAskStep):
         # the bank's best scores; ties to the lower prompt id
         chosen = [p for p, _s in sorted(self.bank.items(), key=lambda kv: (-kv[1], kv[0]))[:replay]]
         picked, fresh = set(chosen), []
-        for _ in range(3):  # a replayed prompt that comes up in epoch order is skipped there
+        # a prompt already in this step (a replay, or one read before the epoch boundary that
+        # the next epoch's order hands out again) is skipped: no prompt is asked twice a step
+        for _ in range(2 * self.source.num_prompts + 1):  # two epochs meet every active prompt
             need = self.batch_prompts - len(chosen) - len(fresh)
-            taken = self.source.take(need) if need > 0 else []
-            fresh += [p for p in taken if p not in picked]
+            if need <= 0:
+                break
+            taken = self.source.take(need)
+            for p in taken:
+                if p not in picked:
+                    picked.add(p)
+                    fresh.append(p)
             if len(taken) < need:
                 break
         self._last["replayed"] = float(len(chosen))

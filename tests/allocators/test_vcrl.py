@@ -46,3 +46,22 @@ def test_low_variance_groups_do_not_train_and_their_slots_replay_the_bank() -> N
         assert alloc.stats()["dropped"] == sum(1 for p in asked if p >= 2)
     assert set(trained) == {0, 1} and replays > 0
     assert set(alloc.bank) == {0, 1}
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_no_prompt_twice_in_a_step_when_replays_meet_an_epoch_boundary(seed: int) -> None:
+    # a pool of 8 and 4 prompts a step: every other step crosses an epoch boundary while bank
+    # replays fill some slots, so the epoch order is read more than once in one step (the CI
+    # failure of 2026-12-02: one prompt asked twice, two groups of it in one verl step)
+    rng = np.random.default_rng(seed)
+    patterns = [rng.integers(0, 2, size=int(rng.integers(1, 4))).astype(float).tolist()
+                for _ in range(8)]  # fmt: skip
+    backend = ScriptedBackend(patterns)
+    alloc = create_allocator(VcrlConfig(n=4, kappa=0.5), num_prompts=8, rollouts_per_step=16,
+                             seed=seed)  # fmt: skip
+    for step in range(24):
+        before = len(backend.generated)
+        drive_step(alloc, backend, step)
+        asked = [p for p, _ph, _n, _t in backend.generated[before:]]
+        assert len(asked) == len(set(asked)), (step, asked)
+        assert len(asked) == 4, (step, asked)
