@@ -160,18 +160,26 @@ def test_node_that_cannot_reach_the_head_fails_the_job_in_bounded_time(
         pytest.skip("needs nft (nftables) to cut Ray's ports between the nodes")
     join_timeout = 30
     monkeypatch.setenv("ROLLCLI_RAY_JOIN_TIMEOUT", str(join_timeout))
-    run_dir = tmp_path / "cut off"
-    [job] = make_jobs(run_dir, 1, steps=5)
-    executor = SlurmExecutor({"executor": "slurm"}, sacct_interval_s=0.3)
     add_firewall(cluster)
     try:
-        start = time.monotonic()
-        executor.submit([job], run_dir)
-        statuses = executor.wait([job], run_dir, interval=0.5)
-        elapsed = time.monotonic() - start
+        for attempt in range(2):
+            run_dir = tmp_path / f"cut off {attempt}"
+            [job] = make_jobs(run_dir, 1, steps=5)
+            executor = SlurmExecutor({"executor": "slurm"}, sacct_interval_s=0.3)
+            start = time.monotonic()
+            try:
+                executor.submit([job], run_dir)
+                statuses = executor.wait([job], run_dir, interval=0.5)
+            finally:
+                executor.cancel(run_dir)
+            elapsed = time.monotonic() - start
+            # Slurm itself failing to start the step on node 2 (seen once in CI at load ~10:
+            # "Task launch ... failed on node rcnode2: Communication connection failure", not
+            # reproduced since) is not what this test checks: submit again, once
+            if "failed on node" not in read_state(job.job_dir).get("error_tail", ""):
+                break
     finally:
         cluster.on_node(1, "nft", "delete", "table", "inet", TEST_FIREWALL)
-        executor.cancel(run_dir)
     assert statuses == {job.id: "failed"}
     # bounded: without the join deadline the job hangs until Slurm's 30-minute limit; the
     # margin over the deadline is Slurm start-up and two `ray start`s, minutes on a loaded box
