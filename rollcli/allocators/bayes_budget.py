@@ -78,6 +78,8 @@ class BayesBudgetConfig:
         "advantage",
         "saturation_n",
         "saturation_carry",
+        "explore_share",
+        "trained_keep",
     )
 
     kind: Literal["bayes_budget"] = "bayes_budget"
@@ -97,6 +99,8 @@ class BayesBudgetConfig:
     advantage: Literal["group", "baseline"] = "group"
     saturation_n: float = 0.0
     saturation_carry: float = 0.0
+    explore_share: float = 0.0
+    trained_keep: float = 1.0
 
     def __post_init__(self) -> None:
         check_group_sizes(self.n_min, self.n_max)
@@ -121,6 +125,10 @@ class BayesBudgetConfig:
             )
         if not 0.0 <= self.saturation_carry <= 1.0:
             raise ValueError(f"saturation_carry must be in [0, 1], got {self.saturation_carry}")
+        if not 0.0 <= self.explore_share <= 1.0:
+            raise ValueError(f"explore_share must be in [0, 1], got {self.explore_share}")
+        if not 0.0 <= self.trained_keep <= 1.0:
+            raise ValueError(f"trained_keep must be in [0, 1], got {self.trained_keep}")
 
 
 @register_allocator
@@ -200,13 +208,25 @@ class BayesBudgetAllocator(KeptGroups, BaseAllocator):
     def _pilot_ask(self) -> Ask | None:
         cfg = self.config
         k = int(cfg.pilot_share * self.rollouts_per_step) // cfg.n_pilot
+        if k == 0:
+            return None
+        # the exploration share walks the source's epoch order, so the pilots reach prompts the
+        # posterior ranking would never pick (a mixed pilot outranks a never-seen prompt)
+        explored = self.source.take(round(cfg.explore_share * k)) if cfg.explore_share else []
         ids = self._active()
         evidence = self.alpha[ids] + self.beta[ids] - cfg.prior_alpha - cfg.prior_beta
         uncertain = ids[evidence < cfg.min_evidence]
-        if k == 0 or uncertain.size == 0:
+        if explored:
+            uncertain = uncertain[~np.isin(uncertain, explored)]
+        ranked = np.zeros(0, np.int64)
+        if k > len(explored) and uncertain.size:
+            value = informative_probability(
+                self.alpha[uncertain], self.beta[uncertain], cfg.n_pilot
+            )
+            ranked = uncertain[_top(value, self.rng.random(uncertain.size), k - len(explored))]
+        chosen = np.concatenate([np.asarray(explored, np.int64), ranked])
+        if chosen.size == 0:
             return None
-        value = informative_probability(self.alpha[uncertain], self.beta[uncertain], cfg.n_pilot)
-        chosen = uncertain[_top(value, self.rng.random(uncertain.size), k)]
         self._note_baselines(chosen)
         return Ask(tuple(AskItem(int(p), cfg.n_pilot, "pilot") for p in chosen))
 
@@ -296,9 +316,16 @@ class BayesBudgetAllocator(KeptGroups, BaseAllocator):
             for o, on in zip(left, varied, strict=True):
                 if on:
                     self._groups.append(self._with_baseline(Group(o.prompt_id, o.refs, o.rewards)))
+        cfg = self.config
+        if cfg.trained_keep < 1.0 and self._groups:
+            # training moves a prompt's p most: its evidence decays by trained_keep at once, so
+            # a committed prompt is not committed again on a stale, confident posterior
+            trained = np.unique([g.prompt_id for g in self._groups])
+            keep = cfg.trained_keep
+            self.alpha[trained] = cfg.prior_alpha + keep * (self.alpha[trained] - cfg.prior_alpha)
+            self.beta[trained] = cfg.prior_beta + keep * (self.beta[trained] - cfg.prior_beta)
         sizes = [g.size for g in self._groups]
         ids = self._active()
-        cfg = self.config
         self._stats = {
             "pilots": float(len(self._pilots)),
             "groups": float(len(sizes)),

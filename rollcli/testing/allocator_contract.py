@@ -212,6 +212,11 @@ def contract_cases() -> list[ContractCase]:
         ContractCase({"kind": "bayes_budget", "pilot_share": 0.0, "std_normalize": False}, 16),
         ContractCase({"kind": "bayes_budget", "preset": "diverse"}, 16),
         ContractCase(
+            {"kind": "bayes_budget", "pilot_share": 0.5, "explore_share": 0.5, "trained_keep": 0.5},
+            24,
+            steps=8,
+        ),
+        ContractCase(
             {
                 "kind": "bayes_budget",
                 "advantage": "baseline",

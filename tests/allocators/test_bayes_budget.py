@@ -189,7 +189,7 @@ def test_state_round_trip_mid_step() -> None:
     [("decay", 1.5), ("n_min", 1), ("n_pilot", 0), ("pilot_share", 1.0), ("min_evidence", -1.0),
      ("candidate_factor", 0.5), ("prior_alpha", 0.0), ("train_pilots", "some"),
      ("advantage", "none"), ("saturation_n", -1.0), ("saturation_carry", 2.0),
-     ("decay_per", "visit")],
+     ("decay_per", "visit"), ("explore_share", 1.5), ("trained_keep", -0.1)],
 )  # fmt: skip
 def test_bad_knobs_name_themselves(knob: str, value: object) -> None:
     with pytest.raises(ValueError, match=knob):
@@ -300,3 +300,36 @@ def test_diverse_carry_preset_is_the_recorded_variant() -> None:
     cfg = alloc.config
     assert (cfg.advantage, cfg.saturation_n, cfg.pilot_share) == ("baseline", 8.0, 0.0)
     assert (cfg.decay_per, cfg.saturation_carry) == ("epoch", 1.0)
+
+
+def test_explore_share_pilots_the_next_prompts_of_the_epoch_order() -> None:
+    # 8 prompts; prompts 0..3 carry a mixed history and outrank the never-seen ones, so the
+    # ranking alone pilots only them; half the pilots walk the epoch order instead
+    patterns = [[1.0, 0.0]] * 8
+    ranked, _ = make(patterns, 16, pilot_share=0.5, n_pilot=2, decay=1.0)
+    explore, _ = make(patterns, 16, pilot_share=0.5, n_pilot=2, decay=1.0, explore_share=0.5)
+    for alloc in (ranked, explore):
+        alloc.alpha[:4] = 2.0
+        alloc.beta[:4] = 2.0  # Beta(2, 2): evidence 2 < min_evidence, a likely mixed pilot
+        alloc.start_step(0)
+    assert sorted(ranked.ask().prompt_ids) == [0, 1, 2, 3]
+    fresh, _ = make(patterns, 16, pilot_share=0.5, n_pilot=2, decay=1.0, explore_share=0.5)
+    expected = fresh.source.take(2)  # the epoch order the allocator reads (same seed)
+    asked = explore.ask().prompt_ids
+    assert asked[:2] == expected  # int(0.5 * 16) // 2 = 4 pilots: 2 explored, then 2 ranked
+    assert set(asked[2:]) <= {0, 1, 2, 3} and not set(asked[2:]) & set(expected)
+    assert len(set(asked)) == 4  # no prompt twice
+
+
+def test_trained_keep_decays_the_evidence_of_trained_prompts_only() -> None:
+    patterns = [[1.0, 0.0]] * 4 + [[1.0]] * 4  # prompts 4..7 never vary: never trained
+    alloc, backend = make(patterns, 16, pilot_share=0.0, decay=1.0, trained_keep=0.25, n_max=4)
+    alloc.alpha[4:] = 9.0  # known all-correct, outside the commit's choice
+    groups = drive_step(alloc, backend, 0)
+    trained = {g.prompt_id for g in groups}
+    assert trained and trained <= {0, 1, 2, 3}
+    for g in groups:  # its step's rollouts, then a quarter of the evidence kept
+        wins = float(np.clip(g.rewards, 0, 1).sum())
+        assert alloc.alpha[g.prompt_id] == pytest.approx(1.0 + 0.25 * wins)
+        assert alloc.beta[g.prompt_id] == pytest.approx(1.0 + 0.25 * (g.size - wins))
+    np.testing.assert_array_equal(alloc.alpha[4:], 9.0)
