@@ -151,6 +151,9 @@ class BayesBudgetAllocator(KeptGroups, BaseAllocator):
             "decay_per": "epoch",
             "saturation_carry": 1.0,
         },
+        # issue 30's redesign (docs/LOG.md): half the pilots walk the epoch order, and a trained
+        # prompt keeps half its evidence; on the sim suite it wins every scenario, hold-outs too
+        "explore-keep": {"explore_share": 0.5, "trained_keep": 0.5},
     }
 
     def __init__(self, config: BayesBudgetConfig, **kwargs: Any) -> None:

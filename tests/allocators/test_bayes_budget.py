@@ -333,3 +333,10 @@ def test_trained_keep_decays_the_evidence_of_trained_prompts_only() -> None:
         assert alloc.alpha[g.prompt_id] == pytest.approx(1.0 + 0.25 * wins)
         assert alloc.beta[g.prompt_id] == pytest.approx(1.0 + 0.25 * (g.size - wins))
     np.testing.assert_array_equal(alloc.alpha[4:], 9.0)
+
+
+def test_explore_keep_preset_is_the_evaluated_variant() -> None:
+    # the knobs that ran in experiments/suite-sim.yaml as bb-explore-keep (docs/suite.md)
+    alloc, _ = make([[1.0, 0.0]] * 8, 16, preset="explore-keep")
+    assert (alloc.config.explore_share, alloc.config.trained_keep) == (0.5, 0.5)
+    assert alloc.config.pilot_share == BayesBudgetConfig().pilot_share > 0  # pilots to share
