@@ -94,6 +94,15 @@ def check_at_least(config: Any, minimum: int, *knobs: str) -> None:
             raise ValueError(f"{knob} must be >= {minimum}, got {value}")
 
 
+def check_fraction(config: Any, *knobs: str) -> None:
+    """Raise ``ValueError`` naming the first of ``knobs`` (attributes of ``config``) outside
+    ``[0, 1]`` (or NaN), in the order given."""
+    for knob in knobs:
+        value = getattr(config, knob)
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{knob} must be in [0, 1], got {value}")
+
+
 def check_choice(knob: str, value: Any, valid: Sequence[Any]) -> None:
     """Raise ``ValueError`` naming the knob and the valid values when ``value`` is not one of them."""
     if value not in valid:

@@ -37,6 +37,7 @@ from rollcli.allocators._common import (
     active_ids,
     check_at_least,
     check_choice,
+    check_fraction,
     check_group_sizes,
     merge_outcomes,
 )
@@ -106,8 +107,7 @@ class BayesBudgetConfig:
         check_group_sizes(self.n_min, self.n_max)
         check_choice("objective", self.objective, ["snr", "signal"])
         check_choice("train_pilots", self.train_pilots, ["informative", "all", "none"])
-        if not 0.0 <= self.decay <= 1.0:
-            raise ValueError(f"decay must be in [0, 1], got {self.decay}")
+        check_fraction(self, "decay")
         if not (self.prior_alpha > 0.0 and self.prior_beta > 0.0):
             raise ValueError(
                 f"prior_alpha and prior_beta must be > 0, got {self.prior_alpha}, {self.prior_beta}"
@@ -123,12 +123,7 @@ class BayesBudgetConfig:
             raise ValueError(
                 f"saturation_n must be >= 0 (0: no saturation), got {self.saturation_n}"
             )
-        if not 0.0 <= self.saturation_carry <= 1.0:
-            raise ValueError(f"saturation_carry must be in [0, 1], got {self.saturation_carry}")
-        if not 0.0 <= self.explore_share <= 1.0:
-            raise ValueError(f"explore_share must be in [0, 1], got {self.explore_share}")
-        if not 0.0 <= self.trained_keep <= 1.0:
-            raise ValueError(f"trained_keep must be in [0, 1], got {self.trained_keep}")
+        check_fraction(self, "saturation_carry", "explore_share", "trained_keep")
 
 
 @register_allocator
@@ -186,13 +181,19 @@ class BayesBudgetAllocator(KeptGroups, BaseAllocator):
         keep = cfg.decay
         if cfg.decay_per == "epoch":  # decay per pass over the pool: per step, budget / pool of it
             keep = cfg.decay ** min(1.0, self.rollouts_per_step / self.source.num_prompts)
-        self.alpha = cfg.prior_alpha + keep * (self.alpha - cfg.prior_alpha)
-        self.beta = cfg.prior_beta + keep * (self.beta - cfg.prior_beta)
+        self._decay(keep)
         self._phase = "pilot" if cfg.pilot_share > 0 else "commit"
         self._pilots = {}
         self._groups = []
         self._spent = 0
         self._baselines = {}
+
+    def _decay(self, keep: float, ids: np.ndarray | slice = slice(None)) -> None:
+        """Move the evidence of ``ids`` (all prompts by default) towards the prior, keeping
+        ``keep`` of it."""
+        cfg = self.config
+        self.alpha[ids] = cfg.prior_alpha + keep * (self.alpha[ids] - cfg.prior_alpha)
+        self.beta[ids] = cfg.prior_beta + keep * (self.beta[ids] - cfg.prior_beta)
 
     def _active(self) -> np.ndarray:
         return active_ids(self.source)
@@ -323,10 +324,7 @@ class BayesBudgetAllocator(KeptGroups, BaseAllocator):
         if cfg.trained_keep < 1.0 and self._groups:
             # training moves a prompt's p most: its evidence decays by trained_keep at once, so
             # a committed prompt is not committed again on a stale, confident posterior
-            trained = np.unique([g.prompt_id for g in self._groups])
-            keep = cfg.trained_keep
-            self.alpha[trained] = cfg.prior_alpha + keep * (self.alpha[trained] - cfg.prior_alpha)
-            self.beta[trained] = cfg.prior_beta + keep * (self.beta[trained] - cfg.prior_beta)
+            self._decay(cfg.trained_keep, np.unique([g.prompt_id for g in self._groups]))
         sizes = [g.size for g in self._groups]
         ids = self._active()
         self._stats = {

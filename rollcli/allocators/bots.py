@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from rollcli.allocators._beta import BetaSelector
-from rollcli.allocators._common import active_ids, check_at_least
+from rollcli.allocators._common import active_ids, check_at_least, check_fraction
 from rollcli.allocators.api import Group, Outcome
 from rollcli.allocators.registry import register_allocator
 
@@ -51,10 +51,7 @@ class BotsConfig:
 
     def __post_init__(self) -> None:
         check_at_least(self, 1, "n")
-        if not 0.0 <= self.lamb <= 1.0:
-            raise ValueError(f"lamb must be in [0, 1], got {self.lamb}")
-        if not 0.0 <= self.target_reward <= 1.0:
-            raise ValueError(f"target_reward must be in [0, 1], got {self.target_reward}")
+        check_fraction(self, "lamb", "target_reward")
         if not self.tau >= 0.0:
             raise ValueError(f"tau must be >= 0 (0: top-k), got {self.tau}")
 

@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rollcli.allocators._common import check_at_least, check_choice, take_full_batch
+from rollcli.allocators._common import check_at_least, check_choice, check_fraction, take_full_batch
 from rollcli.allocators._one_ask import OneAskStep
 from rollcli.allocators.api import AskItem, Group, Outcome
 from rollcli.allocators.registry import register_allocator
@@ -75,8 +75,7 @@ class DpsConfig:
                 f"candidate_factor must be >= 1 (the batch is chosen from the candidates), "
                 f"got {self.candidate_factor}"
             )
-        if not 0.0 <= self.decay <= 1.0:
-            raise ValueError(f"decay must be in [0, 1], got {self.decay}")
+        check_fraction(self, "decay")
         if isinstance(self.prior_alpha, str):
             check_choice("prior_alpha", self.prior_alpha, [1.0, *_PRIOR_ALPHA])
         elif not self.prior_alpha > 0.0:

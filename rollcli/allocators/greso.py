@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rollcli.allocators._common import check_at_least, check_choice
+from rollcli.allocators._common import check_at_least, check_choice, check_fraction
 from rollcli.allocators.api import AllocatorError, Ask, AskItem, BaseAllocator, Group, Outcome
 from rollcli.allocators.registry import register_allocator
 from rollcli.allocators.state import array_from_json, array_to_json, group_from_json, group_to_json
@@ -96,12 +96,7 @@ class GresoConfig:
             raise ValueError(
                 f"need 0 <= p_min <= p_max <= 1, got p_min={self.p_min}, p_max={self.p_max}"
             )
-        for knob in ("p_easy", "p_hard", "target_zero_variance"):
-            value = getattr(self, knob)
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{knob} must be in [0, 1], got {value}")
-        if not 0.0 <= self.p_step <= 1.0:
-            raise ValueError(f"p_step must be in [0, 1], got {self.p_step}")
+        check_fraction(self, "p_easy", "p_hard", "target_zero_variance", "p_step")
         if not 0.0 < self.min_keep <= 1.0:
             raise ValueError(f"min_keep must be in (0, 1], got {self.min_keep}")
         if not 0.0 <= self.hard_mean < self.easy_mean <= 1.0:

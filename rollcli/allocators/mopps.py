@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from rollcli.allocators._beta import BetaSelector
-from rollcli.allocators._common import check_at_least, check_choice, take_full_batch
+from rollcli.allocators._common import check_at_least, check_choice, check_fraction, take_full_batch
 from rollcli.allocators.api import Group, Outcome
 from rollcli.allocators.registry import register_allocator
 
@@ -59,14 +59,12 @@ class MoppsConfig:
             raise ValueError(
                 f"candidate_factor must be >= 1 (the batch is drawn from the candidates), got {self.candidate_factor}"
             )
-        if not 0.0 <= self.decay <= 1.0:
-            raise ValueError(f"decay must be in [0, 1], got {self.decay}")
+        check_fraction(self, "decay")
         if not (self.prior_alpha > 0.0 and self.prior_beta > 0.0):
             raise ValueError(
                 f"prior_alpha and prior_beta must be > 0, got {self.prior_alpha}, {self.prior_beta}"
             )
-        if not 0.0 <= self.target_mean <= 1.0:
-            raise ValueError(f"target_mean must be in [0, 1], got {self.target_mean}")
+        check_fraction(self, "target_mean")
         if not 0.0 <= self.lower <= self.upper <= 1.0:
             raise ValueError(
                 f"need 0 <= lower <= upper <= 1, got lower={self.lower}, upper={self.upper}"

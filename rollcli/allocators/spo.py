@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from rollcli.allocators._beta import BetaSelector
-from rollcli.allocators._common import check_at_least, check_choice, take_full_batch
+from rollcli.allocators._common import check_at_least, check_choice, check_fraction, take_full_batch
 from rollcli.allocators.api import Group, Outcome
 from rollcli.allocators.registry import register_allocator
 
@@ -51,8 +51,7 @@ class SpoConfig:
 
     def __post_init__(self) -> None:
         check_at_least(self, 1, "n")
-        if not 0.0 <= self.rho <= 1.0:
-            raise ValueError(f"rho must be in [0, 1], got {self.rho}")
+        check_fraction(self, "rho")
         if not (self.alpha0 > 0.0 and self.beta0 > 0.0):
             raise ValueError(f"alpha0 and beta0 must be > 0, got {self.alpha0}, {self.beta0}")
         if not self.epsilon > 0.0:

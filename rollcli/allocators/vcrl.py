@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from rollcli.allocators._common import check_at_least
+from rollcli.allocators._common import check_at_least, check_fraction
 from rollcli.allocators._one_ask import OneAskStep
 from rollcli.allocators.api import AskItem, Group, Outcome
 from rollcli.allocators.registry import register_allocator
@@ -52,8 +52,7 @@ class VcrlConfig:
     def __post_init__(self) -> None:
         if self.n < 2:
             raise ValueError(f"n must be >= 2 (one rollout has no variance), got {self.n}")
-        if not 0.0 <= self.kappa <= 1.0:
-            raise ValueError(f"kappa must be in [0, 1], got {self.kappa}")
+        check_fraction(self, "kappa")
         check_at_least(self, 0, "bank_size")
 
 
