@@ -2,8 +2,8 @@
 
 Reads each job's ``state.json`` and the tail of its ``metrics.jsonl``; renders nothing itself.
 A running job with no step yet shows its log's last line as the note (the tiny backend's
-base-model build); the live view adds an overall line (jobs, steps, ETA) and, when the output is
-no terminal, prints plain lines (one per job that starts or ends) instead of redrawing a table.
+base-model build); the live view adds a progress bar (jobs, train steps, ETA) and, when the output
+is no terminal, prints plain lines (one per job that starts or ends) instead of redrawing a table.
 """
 
 from __future__ import annotations
@@ -11,9 +11,12 @@ from __future__ import annotations
 import socket
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
+from rich.console import Group
 from rich.live import Live
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
 
 from rollcli.cli._render import fmt_int, job_label, status_table
 from rollcli.store.folders import RunFolder
@@ -23,6 +26,8 @@ from rollcli.store.state import read_state
 __all__ = ["JobRows", "LiveView", "LIVE_ROWS"]
 
 LIVE_ROWS = 40  # the live view lists at most this many jobs (running and failed first)
+ETA_WINDOW_S = 3600.0  # the ETA's step rate is measured over this window (a tiny step takes ~1 s,
+# a verl step minutes: rich's default of 30 s would leave a slow run with no estimate)
 
 
 class JobRows:
@@ -154,13 +159,17 @@ def _last_log_line(folder: Any, size: int = 4096) -> str:
     return lines[-1][:60] if lines else ""
 
 
+def jobs_text(n_jobs: int, counts: dict[str, int]) -> str:
+    """``overall: 3/9 jobs done, 2 running``."""
+    parts = [f"overall: {counts.get('done', 0)}/{n_jobs} jobs done"]
+    parts += [f"{counts[s]} {s}" for s in ("running", "failed", "cancelled") if counts.get(s)]
+    return ", ".join(parts)
+
+
 def overall_line(rows: JobRows, statuses: dict[str, str], eta_s: float | None) -> str:
     """``overall: 3/9 jobs done, 2 running; steps 420/1.2k (35%); eta 2m10s``."""
     counts, done, total = rows.totals(statuses)
-    finished = counts.get("done", 0)
-    parts = [f"overall: {finished}/{len(rows.jobs)} jobs done"]
-    parts += [f"{counts[s]} {s}" for s in ("running", "failed", "cancelled") if counts.get(s)]
-    line = ", ".join(parts)
+    line = jobs_text(len(rows.jobs), counts)
     if total:
         line += f"; steps {fmt_int(done)}/{fmt_int(total)} ({100 * done // total}%)"
     if eta_s is not None:
@@ -169,36 +178,58 @@ def overall_line(rows: JobRows, statuses: dict[str, str], eta_s: float | None) -
 
 
 class LiveView:
-    """The live table of ``rollcli run``: one row per job, refreshed on every poll, with an
-    overall line (jobs done, train steps, ETA from the step rate since the view began). Not on a
-    terminal: a plain line per job that starts or ends, with the overall line."""
+    """The live table of ``rollcli run``: one row per job, refreshed on every poll, over a
+    ``rich.progress`` bar of the train steps (jobs done, steps, ETA from the step rate of the
+    last hour). Not on a terminal: a plain line per job that starts or ends, with the overall
+    line and the same ETA."""
 
-    def __init__(self, manifest: dict[str, Any], run_dir: Path, console: Any) -> None:
+    def __init__(
+        self,
+        manifest: dict[str, Any],
+        run_dir: Path,
+        console: Any,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         self.rows = JobRows(manifest, run_dir)
         self.console = console
         self.plain = not console.is_terminal
         self.live = Live(console=console, refresh_per_second=4, transient=False, auto_refresh=False)
         self._seen: dict[str, str] = {}
-        self._start: tuple[float, int] | None = None
+        # rich's bar, drawn under the table by our Live (never started on its own); its task's
+        # rate also gives the plain lines their ETA
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TaskProgressColumn(),
+            TextColumn("{task.fields[steps]}"),
+            TimeRemainingColumn(compact=True),
+            console=console,
+            auto_refresh=False,
+            speed_estimate_period=ETA_WINDOW_S,
+            get_time=clock,
+        )
+        self.steps_task = self.progress.add_task("overall", total=None, steps="")
 
     def __enter__(self) -> LiveView:
         if not self.plain:
             self.live.__enter__()
         return self
 
-    def _eta(self, statuses: dict[str, str]) -> float | None:
-        _, done, total = self.rows.totals(statuses)
-        now = time.monotonic()
-        if self._start is None:
-            self._start = (now, done)
-            return None
-        t0, d0 = self._start
-        if done <= d0 or not total:
-            return None
-        return (now - t0) / (done - d0) * (total - done)
+    def _advance(self, statuses: dict[str, str]) -> float | None:
+        """Moves the overall bar to the train steps done; the ETA (seconds) rich estimates from
+        the step rate over the last hour, or None before two steps have been seen."""
+        counts, done, total = self.rows.totals(statuses)
+        self.progress.update(
+            self.steps_task,
+            completed=done,
+            total=total or None,
+            description=jobs_text(len(self.rows.jobs), counts),
+            steps=f"steps {fmt_int(done)}/{fmt_int(total)}" if total else "",
+        )
+        return self.progress.tasks[0].time_remaining if total else None
 
     def update(self, statuses: dict[str, str]) -> None:
-        line = overall_line(self.rows, statuses, self._eta(statuses))
+        line = overall_line(self.rows, statuses, self._advance(statuses))
         if self.plain:
             labels = {r["id"]: r["job"] for r in self.rows.rows(statuses, limit=None)}
             for jid, status in statuses.items():
@@ -207,9 +238,9 @@ class LiveView:
                     self.console.print(f"{stamp} {labels.get(jid, jid)} {status}  ({line})")
                 self._seen[jid] = status
             return
-        table = self.rows.table(statuses, limit=LIVE_ROWS)
-        table.caption = f"{table.caption}\n{line}" if table.caption else line
-        self.live.update(table, refresh=True)
+        self.live.update(
+            Group(self.rows.table(statuses, limit=LIVE_ROWS), self.progress), refresh=True
+        )
 
     def __exit__(self, *exc: object) -> None:
         if not self.plain:

@@ -81,3 +81,44 @@ def test_running_job_without_a_step_shows_its_last_log_line(tmp_path):
     assert overall_line(rows, {job["id"]: "running"}, None) == (
         "overall: 0/1 jobs done, 1 running; steps 0/10 (0%)"
     )
+
+
+def test_live_view_draws_a_progress_bar_with_an_eta(tmp_path):
+    """The terminal view: the job table over rich.progress's bar of the train steps; the ETA is
+    rich's estimate from the steps seen (and the plain lines carry the same number)."""
+    from rich.console import Console
+
+    from rollcli.cli._jobs import LiveView
+    from rollcli.store.folders import RunFolder
+
+    jobs = [
+        {"id": f"job{i}", "type": "train", "allocator": "grpo", "seed": i, "depends_on": []}
+        for i in range(2)
+    ]
+    manifest = {"plan": {"jobs": jobs}, "spec": {"budget": {"steps": 10}}}
+    metrics = []
+    for job in jobs:
+        folder = RunFolder(tmp_path).job(job["id"])
+        folder.logs.mkdir(parents=True)
+        (folder.path / "state.json").write_text(json.dumps({"status": "running", "attempts": 1}))
+        metrics.append(folder.metrics)
+    now = [0.0]
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=120, color_system=None)
+    running = {job["id"]: "running" for job in jobs}
+    with LiveView(manifest, tmp_path, console, clock=lambda: now[0]) as view:
+        view.update(running)  # no step yet: no estimate
+        assert view.progress.tasks[0].time_remaining is None
+        for second, rows in ((10.0, 2), (20.0, 4)):  # each job at step 1, then at step 3
+            now[0] = second
+            for path in metrics:
+                path.write_text(
+                    "".join(json.dumps({"step": s, "cum_rollouts": s}) + "\n" for s in range(rows))
+                )
+            view.update(running)
+    # 6 of 20 steps done; 4 steps in the 10 s since the first sample: 14 to go at 0.4/s
+    assert view.progress.tasks[0].completed == 6
+    assert view.progress.tasks[0].time_remaining == 35
+    drawn = screen.getvalue()
+    assert "overall: 0/2 jobs done, 2 running" in drawn and "steps 6/20" in drawn
+    assert "30%" in drawn and "0:35" in drawn
