@@ -15,7 +15,8 @@ would kill every Ray on the node).
 A node that does not join within ``ROLLCLI_RAY_JOIN_TIMEOUT`` seconds (default 600) fails the
 job with a :class:`RayClusterError` that names it and says what it was last doing
 (:mod:`rollcli.launch.ray_join`), instead of a hang; a worker whose ``ray start`` exits fails it
-at once. The session is the job id plus Slurm's restart count, so a requeued job never reads
+at once, unless Ray's fixed 30 s for registering a starting node ran out (a loaded node): that
+``ray start`` is started again, twice at most. The session is the job id plus Slurm's restart count, so a requeued job never reads
 the previous attempt's files. Token authentication: the head writes a fresh token to
 ``<job>/ray/auth_token`` (mode 0600) and every process of the job uses it
 (``RAY_AUTH_MODE=token``), so jobs of different users sharing nodes cannot connect to each
@@ -69,6 +70,11 @@ __all__ = [
 JOIN_TIMEOUT_S = 600.0  # ROLLCLI_RAY_JOIN_TIMEOUT overrides it
 HEAD_LOST_S = 60.0  # a worker gives up after the head has not answered this long
 LOG_TAIL_LINES = 15
+# Ray gives a starting raylet a fixed 30 s to register with the head's GCS (ray/_private/node.py);
+# on a loaded node that can pass, and `ray start` exits with this message: the worker starts
+# again (its whole process group stopped first), at most START_RETRIES times.
+SLOW_START = "The current node timed out during startup"
+START_RETRIES = 2
 
 
 def _ray_binary() -> str:
@@ -315,27 +321,36 @@ def _run_worker(plan: RayNodePlan, job_dir: Path, env: Mapping[str, str], timeou
     log = ray_dir / f"worker{plan.rank}-{plan.session}.log"
     _status(plan, ray_dir, "joining", ip=node_ip, head=f"{head_ip}:{port}")
     cmd = worker_command(plan, node_ip, head_ip, _ray_binary())
-    with _ray_process(cmd, log, ray_env, f"{head_ip}:{port}") as worker:
-        lost_since: float | None = None
-        while not done.exists():
-            if worker.poll() is not None:
-                time.sleep(3.0)  # the head may be ending the job right now
-                if done.exists() or not _reachable(head_ip, port):
-                    break
-                raise _fail(
-                    plan,
-                    ray_dir,
-                    f"rank {plan.rank} ({plan.host}): its `ray start` exited with code "
-                    f"{worker.returncode} while the head still runs; the end of {log}:\n"
-                    + log_tail(log, LOG_TAIL_LINES),
-                )
-            if _reachable(head_ip, port):
-                lost_since = None
-            elif lost_since is None:
-                lost_since = time.monotonic()
-            elif time.monotonic() - lost_since > HEAD_LOST_S:
-                break
-            time.sleep(1.0)
+    for attempt in range(1 + START_RETRIES):
+        with _ray_process(cmd, log, ray_env, f"{head_ip}:{port}") as worker:
+            lost_since: float | None = None
+            while not done.exists():
+                if worker.poll() is not None:
+                    time.sleep(3.0)  # the head may be ending the job right now
+                    if done.exists() or not _reachable(head_ip, port):
+                        return "worker"
+                    tail = log_tail(log, LOG_TAIL_LINES)
+                    if attempt < START_RETRIES and SLOW_START in tail:
+                        _status(plan, ray_dir, "joining", ip=node_ip, retry=attempt + 1)
+                        break  # the group is stopped on leaving the block; start again
+                    raise _fail(
+                        plan,
+                        ray_dir,
+                        f"rank {plan.rank} ({plan.host}): its `ray start` exited with code "
+                        f"{worker.returncode} while the head still runs"
+                        + (f" (start {attempt + 1} of {1 + START_RETRIES})" if attempt else "")
+                        + f"; the end of {log}:\n"
+                        + tail,
+                    )
+                if _reachable(head_ip, port):
+                    lost_since = None
+                elif lost_since is None:
+                    lost_since = time.monotonic()
+                elif time.monotonic() - lost_since > HEAD_LOST_S:
+                    return "worker"
+                time.sleep(1.0)
+            else:
+                return "worker"
     return "worker"
 
 

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -208,3 +209,51 @@ def test_address_file_is_where_ray_looks(tmp_path, monkeypatch):
         for var, value in env.items():
             monkeypatch.setenv(var, value)
         assert ray_address_file() == Path(get_ray_address_file(None))
+
+
+def _worker_with_fake_ray(tmp_path: Path, monkeypatch, script: str) -> tuple[Any, Path]:
+    """Rank 1 of a two-node job whose head answers, with a shell ``script`` standing in for the
+    `ray` binary (``$n``: the call number, 1, 2, ...; ``{done}``: the head's done file)."""
+    from rollcli.launch import ray_bootstrap as rb
+
+    env = {**ENV3, "SLURM_JOB_NODELIST": "n[1-2]", "SLURM_JOB_NUM_NODES": "2"}
+    env.update(SLURM_NTASKS="2", SLURM_NODEID="1", ROLLCLI_RAY_NODE_IP="127.0.0.1")
+    plan = plan_from_env(env, gpus_per_node=0)
+    ray_dir = tmp_path / "job" / "ray"
+    ray_dir.mkdir(parents=True)
+    (ray_dir / "auth_token").write_text("t" * 64)
+    (ray_dir / f"head-{plan.session}.json").write_text(
+        json.dumps({"host": "n1", "ip": "127.0.0.1", "port": plan.base_port})
+    )
+    monkeypatch.setattr(rb, "_reachable", lambda host, port, timeout=2.0: True)
+    calls, fake = tmp_path / "calls", tmp_path / "ray"
+    body = script.replace("{done}", str(ray_dir / f"done-{plan.session}"))
+    fake.write_text(f"#!/bin/sh\necho x >> {calls}\nn=$(wc -l < {calls})\n{body}\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(rb, "_ray_binary", lambda: str(fake))
+    return (lambda: rb._run_worker(plan, tmp_path / "job", env, timeout_s=60)), calls
+
+
+def test_a_worker_whose_ray_start_timed_out_registering_starts_again(tmp_path, monkeypatch):
+    """Ray gives a starting node a fixed 30 s to register; on a loaded node `ray start` exits
+    with "timed out during startup" (seen in CI, 2026-12-07). The worker starts it again and
+    joins; the head's done file then ends it as usual."""
+    slow = 'echo "Exception: The current node timed out during startup. This could happen..."'
+    script = f'if [ "$n" -lt 3 ]; then {slow}; exit 1; fi; touch {{done}}; sleep 30'
+    run, calls = _worker_with_fake_ray(tmp_path, monkeypatch, script)
+    assert run() == "worker"
+    assert len(calls.read_text().splitlines()) == 3  # two timed-out starts, then one that joined
+    (status,) = read_statuses(tmp_path / "job" / "ray", "4242.0", [1]).values()
+    assert status["stage"] == "joining" and status["retry"] == 2
+
+
+def test_a_worker_fails_at_once_on_another_error_and_after_three_slow_starts(tmp_path, monkeypatch):
+    run, calls = _worker_with_fake_ray(tmp_path, monkeypatch, 'echo "ValueError: bad"; exit 1')
+    with pytest.raises(RayClusterError, match=r"exited with code 1 while the head still runs;"):
+        run()
+    assert len(calls.read_text().splitlines()) == 1
+    slow = 'echo "Exception: The current node timed out during startup."; exit 1'
+    run, calls = _worker_with_fake_ray(tmp_path / "again", monkeypatch, slow)
+    with pytest.raises(RayClusterError, match=r"\(start 3 of 3\)(.|\n)*timed out during startup"):
+        run()
+    assert len(calls.read_text().splitlines()) == 3
