@@ -29,6 +29,7 @@ class DrainedPool:
     first_step: int  # the first step that generated nothing
     empty_steps: int  # how many steps generated nothing
     last_step: int  # the job's last step
+    base_seed: int | None = None  # the base model, when the run varies it (three pc/seed 0 jobs)
 
     def describe(self) -> str:
         span = (
@@ -36,8 +37,10 @@ class DrainedPool:
             if self.empty_steps == 1
             else f"at {self.empty_steps} steps from step {self.first_step}"
         )
+        on = "" if self.base_seed is None else f" on base model {self.base_seed}"
         return (
-            f"{self.allocator}/seed {self.seed} generated nothing {span} (of {self.last_step}): "
+            f"{self.allocator}/seed {self.seed}{on} generated nothing {span} "
+            f"(of {self.last_step}): "
             "its prompt pool was drained by eviction or deferral, so it stopped learning while "
             "its rollout count stood still; read its speedup and final accuracy with that in mind"
         )
@@ -49,7 +52,9 @@ def find_drained_pool(job: JobMetrics) -> DrainedPool | None:
     empty = steps[generated <= 0]
     if not empty.size:
         return None
-    return DrainedPool(job.allocator, job.seed, int(empty[0]), int(empty.size), job.num_steps)
+    return DrainedPool(
+        job.allocator, job.seed, int(empty[0]), int(empty.size), job.num_steps, job.base_seed
+    )
 
 
 def drained_pools(run: RunData) -> list[DrainedPool]:

@@ -45,6 +45,21 @@ def test_a_drained_pool_is_found_with_the_step_it_started(synthetic_run):
     assert "pc/seed 0 generated nothing" in (synthetic_run / "report" / "report.md").read_text()
 
 
+def test_a_drained_pool_names_its_base_model_when_the_run_varies_it(synthetic_run):
+    """With `base_seeds`, each seed runs on every base model: "pc/seed 0" alone named three jobs
+    (seen in the tiny base-model run of 2026-12-07)."""
+    import dataclasses
+
+    from rollcli.analysis.health import find_drained_pool
+
+    drain(synthetic_run, "pc00abcdef", 33)
+    [job] = load_run(synthetic_run).jobs_of("pc")[:1]
+    found = find_drained_pool(dataclasses.replace(job, base_seed=2))
+    assert found is not None and found.describe().startswith(
+        "pc/seed 0 on base model 2 generated nothing at 8 steps from step 33 (of 40)"
+    )
+
+
 def test_a_baseline_that_misses_a_fixed_target_is_said_so(make_run, tmp_path):
     run = make_run(
         tmp_path / "runs" / "high", target={"baseline": "grpo", "at": "value", "value": 0.9}
