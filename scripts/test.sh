@@ -53,18 +53,27 @@ if [ "${ROLLCLI_VLLM_CPU:-$VLLM_CPU_DEFAULT}" = 1 ]; then
   python scripts/vllm_cpu_shim.py
 fi
 
-phase 2 "bubblewrap for the code sandbox"
+phase 2 "system packages: bubblewrap for the code sandbox, a TeX engine for the paper tables"
+# apt_install CMD "PKG..." WHAT: installs the Debian packages when CMD is missing (root and apt),
+# else says which tests will skip
+apt_install() {
+  command -v "$1" >/dev/null 2>&1 && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    # shellcheck disable=SC2086 # $2 is a list of packages
+    apt-get install -y -qq --no-install-recommends $2 >/dev/null 2>&1 \
+      || { apt-get update -qq >/dev/null 2>&1 \
+           && apt-get install -y -qq --no-install-recommends $2 >/dev/null 2>&1; } \
+      || echo "WARNING: $2 did not install: the $3 tests will be SKIPPED" >&2
+  else
+    echo "WARNING: $1 is missing: install $2, or the $3 tests skip" >&2
+  fi
+}
 # bubblewrap builds the code sandbox's namespaces (docs/eval.md); without it the sandbox refuses
 # to run untrusted code, and the hostile-program tests skip, naming the reason.
-if ! command -v bwrap >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    apt-get install -y -qq bubblewrap >/dev/null 2>&1 \
-      || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq bubblewrap >/dev/null 2>&1; } \
-      || echo "WARNING: bubblewrap did not install: the code-sandbox tests will be SKIPPED" >&2
-  else
-    echo "WARNING: bubblewrap (bwrap) is missing: install it, or the code-sandbox tests skip" >&2
-  fi
-fi
+apt_install bwrap bubblewrap code-sandbox
+# pdflatex compiles report.tex and a figure in a two-column paper (issue 28; 17 packages, ~1.5
+# min): tests/analysis/test_analysis_latex.py, which skips without it
+apt_install pdflatex "texlive-latex-base texlive-latex-recommended" LaTeX
 
 phase 3 "the local Slurm clusters (one node, two nodes)"
 # A real single-node Slurm cluster for the integration tests (needs root and apt), and the
