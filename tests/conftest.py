@@ -102,6 +102,10 @@ XDIST_GROUPS = {
 # workers (`--verl-e2e exclude`), then these serially on the idle machine (`--verl-e2e only`).
 VERL_E2E_MODULES = tuple(p for p, g in XDIST_GROUPS.items() if g == "verl-e2e") + (
     "tests/backends/verl/test_verl_multinode.py",
+    # two-node Ray clusters inside Slurm jobs: beside the other xdist worker, node 1's `ray start
+    # --head` and node 2's ran out of Ray's fixed 30 s to register (two CI rehearsals on
+    # 2026-12-07, docs/LOG.md); on the idle machine of the second run they have the cores
+    "tests/launch/test_multinode.py",
 )
 
 
