@@ -99,8 +99,8 @@ phase 4 "pytest $* (two runs: the rest on 2 workers, then the verl end-to-end te
 # Run 1, 2 xdist workers on 2 cores: many slow tests wait on Slurm, Ray or a subprocess's start;
 # tests that share a cluster or an expensive fixture stay on one worker each (tests/conftest.py
 # XDIST_GROUPS). Run 2, serial on the then idle machine: the verl end-to-end tests and the
-# two-node Ray tests (VERL_E2E_MODULES). Each verl trainer run is mostly start-up; beside another worker they took
-# twice as long, and three at once missed Ray's hard-coded 30-s node start-up deadline; verl's
+# two-node Ray tests (VERL_E2E_MODULES). Each verl trainer run is mostly start-up; beside another
+# worker they took twice as long, and three at once missed Ray's hard-coded 30-s node start-up deadline; verl's
 # chain beside the rest on 3 workers (load 10) made Ray's dashboard agent miss it too (docs/LOG.md,
 # "CI in two phases"). Both runs always run.
 # pytest's exit 5 (nothing selected) is a pass

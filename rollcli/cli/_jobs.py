@@ -168,8 +168,13 @@ def jobs_text(n_jobs: int, counts: dict[str, int]) -> str:
 
 def overall_line(rows: JobRows, statuses: dict[str, str], eta_s: float | None) -> str:
     """``overall: 3/9 jobs done, 2 running; steps 420/1.2k (35%); eta 2m10s``."""
-    counts, done, total = rows.totals(statuses)
-    line = jobs_text(len(rows.jobs), counts)
+    return _overall_text(len(rows.jobs), *rows.totals(statuses), eta_s)
+
+
+def _overall_text(
+    n_jobs: int, counts: dict[str, int], done: int, total: int, eta_s: float | None
+) -> str:
+    line = jobs_text(n_jobs, counts)
     if total:
         line += f"; steps {fmt_int(done)}/{fmt_int(total)} ({100 * done // total}%)"
     if eta_s is not None:
@@ -215,10 +220,9 @@ class LiveView:
             self.live.__enter__()
         return self
 
-    def _advance(self, statuses: dict[str, str]) -> float | None:
+    def _advance(self, counts: dict[str, int], done: int, total: int) -> float | None:
         """Moves the overall bar to the train steps done; the ETA (seconds) rich estimates from
         the step rate over the last hour, or None before two steps have been seen."""
-        counts, done, total = self.rows.totals(statuses)
         self.progress.update(
             self.steps_task,
             completed=done,
@@ -229,7 +233,8 @@ class LiveView:
         return self.progress.tasks[0].time_remaining if total else None
 
     def update(self, statuses: dict[str, str]) -> None:
-        line = overall_line(self.rows, statuses, self._advance(statuses))
+        totals = self.rows.totals(statuses)  # reads every job's metrics tail: once a poll
+        line = _overall_text(len(self.rows.jobs), *totals, self._advance(*totals))
         if self.plain:
             labels = {r["id"]: r["job"] for r in self.rows.rows(statuses, limit=None)}
             for jid, status in statuses.items():

@@ -16,8 +16,8 @@ A node that does not join within ``ROLLCLI_RAY_JOIN_TIMEOUT`` seconds (default 6
 job with a :class:`RayClusterError` that names it and says what it was last doing
 (:mod:`rollcli.launch.ray_join`), instead of a hang; a worker whose ``ray start`` exits fails it
 at once, unless Ray's fixed 30 s for registering a starting node ran out (a loaded node): that
-``ray start`` is started again, twice at most. The session is the job id plus Slurm's restart count, so a requeued job never reads
-the previous attempt's files. Token authentication: the head writes a fresh token to
+``ray start`` is started again, twice at most. The session is the job id plus Slurm's restart
+count, so a requeued job never reads the previous attempt's files. Token authentication: the head writes a fresh token to
 ``<job>/ray/auth_token`` (mode 0600) and every process of the job uses it
 (``RAY_AUTH_MODE=token``), so jobs of different users sharing nodes cannot connect to each
 other's clusters.
