@@ -8,7 +8,21 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-__all__ = ["RollcliError", "SpecError", "StoreError", "LockHeldError", "closest", "suggest"]
+__all__ = [
+    "RAY_SLOW_START",
+    "RollcliError",
+    "SpecError",
+    "StoreError",
+    "LockHeldError",
+    "closest",
+    "suggest",
+]
+
+# What Ray raises when a starting node's raylet misses the fixed 30 s it is given to register
+# with the GCS (ray/_private/node.py, `raylet_start_wait_time_s`): on a loaded machine a start
+# that would succeed runs out. Both of rollcli's Ray starts (a Slurm job's `ray start`, a local
+# verl job's `ray.init`) start again on it.
+RAY_SLOW_START = "The current node timed out during startup"
 
 
 def closest(name: object, valid: Iterable[object]) -> str | None:

@@ -94,18 +94,19 @@ else
   echo "not root: the Slurm integration tests (one- and two-node) will be skipped" >&2
 fi
 
-phase 4 "pytest $* (two runs: the rest on 2 workers, then the verl end-to-end tests alone)"
+phase 4 "pytest $* (three runs: the rest, the verl end-to-end tests, the two-node tests)"
 # the slowest tests are listed so CI time stays visible (target: well under 30 minutes).
 # Run 1, 2 xdist workers on 2 cores: many slow tests wait on Slurm, Ray or a subprocess's start;
 # tests that share a cluster or an expensive fixture stay on one worker each (tests/conftest.py
-# XDIST_GROUPS). Run 2, serial on the then idle machine: the verl end-to-end tests and the
-# two-node Ray tests (VERL_E2E_MODULES). Each verl trainer run is mostly start-up; beside another
-# worker they took twice as long, and three at once missed Ray's hard-coded 30-s node start-up deadline; verl's
-# chain beside the rest on 3 workers (load 10) made Ray's dashboard agent miss it too (docs/LOG.md,
-# "CI in two phases"). Both runs always run.
+# XDIST_GROUPS). Run 2, 2 workers: the verl end-to-end tests (VERL_E2E_MODULES), two trainer
+# runs at once and nothing else (each is mostly start-up; beside the rest of the suite, or three
+# at once, Ray's hard-coded 30-s node start ran out). Run 3, alone: the two-node Ray tests
+# (TWO_NODE_MODULES), whose head cannot start again. docs/LOG.md, "CI time". All runs always run.
+# The verl allocator matrix runs one trainer per ask shape; `--verl-matrix` runs every allocator.
 # pytest's exit 5 (nothing selected) is a pass
 pytest_ok() { python -m pytest "$@" || [ $? = 5 ]; }
 status=0
-pytest_ok -q --durations=25 -n 2 --dist loadgroup --verl-e2e exclude "$@" || status=1
-pytest_ok -q --durations=15 -n 0 --verl-e2e only "$@" || status=1
+pytest_ok -q --durations=25 -n 2 --dist loadgroup --tier main "$@" || status=1
+pytest_ok -q --durations=15 -n 2 --dist loadgroup --tier verl "$@" || status=1
+pytest_ok -q --durations=5 -n 0 --tier two-node "$@" || status=1
 exit "$status"

@@ -60,7 +60,7 @@ os.environ.setdefault("ROLLCLI_ALLOW_NODE_LOCAL_RUN_DIR", "1")
 os.environ.setdefault("RAY_worker_niceness", "0")
 
 
-# pytest-xdist (scripts/test.sh runs `-n 3 --dist loadgroup`) gives each group to one worker:
+# pytest-xdist (scripts/test.sh runs `-n 2 --dist loadgroup`) gives each group to one worker:
 # tests that share a cluster's state run one at a time on it, and the tests of an expensive
 # module- or session-scoped fixture share one worker, so the fixture is built once. Groups are
 # keyed by node-id prefix because xdist's controller sees only node ids (and xdist 3.8's own
@@ -82,45 +82,60 @@ XDIST_GROUPS = {
     "tests/packaging/test_wheel.py": "wheel",
     "tests/allocators/test_plugin_venv.py": "plugin-venv",
     "tests/launch/test_local_resume.py": "local-resume",
-    # the verl-on-CPU end-to-end tests, one at a time: Ray gives a node 30 s (hard-coded) to
-    # register, and three verl jobs starting at once on 2 cores missed it in a clean-clone CI
-    # run (docs/LOG.md, "lead: six branches merged"); test_verl_cpu's 4 tests share one Ray
-    # cluster; the vLLM modules' Pilot-Commit and VIGOR share one, never two vLLM clusters at once
-    "tests/backends/verl/test_verl_cpu.py": "verl-e2e",
-    "tests/backends/verl/test_verl_experiments.py": "verl-e2e",
-    "tests/backends/verl/test_verl_peers_subset.py": "verl-e2e",
-    "tests/backends/verl/test_verl_peers_budget.py": "verl-e2e",
-    "tests/backends/verl/test_verl_issue29_peers.py": "verl-e2e",
-    "tests/backends/verl/test_verl_issue29_field.py": "verl-e2e",
-    "tests/backends/verl/test_verl_vllm_cpu.py": "verl-e2e",
-    "tests/backends/verl/test_verl_vllm_grpo.py": "verl-e2e",
+    # test_verl_cpu's 4 tests share one Ray cluster (a module fixture); the vLLM modules' share
+    # one, and two vLLM clusters at once would not fit beside the rest
+    "tests/backends/verl/test_verl_cpu.py": "verl-cpu-ray",
+    "tests/backends/verl/test_verl_vllm_cpu.py": "vllm",
+    "tests/backends/verl/test_verl_vllm_grpo.py": "vllm",
 }
 
 
-# The tests that run verl's trainer end to end (each ~100 CPU-s, ~85-90 % of it start-up: Ray,
-# task runner, FSDP, agent-loop and reward workers). scripts/test.sh runs the rest on xdist
-# workers (`--verl-e2e exclude`), then these serially on the idle machine (`--verl-e2e only`).
-VERL_E2E_MODULES = tuple(p for p, g in XDIST_GROUPS.items() if g == "verl-e2e") + (
+# The tests that run verl's trainer end to end on one node (each trainer run ~100-140 CPU-s,
+# most of it start-up: Ray, and six actor processes that each import verl): scripts/test.sh's
+# second run, on 2 xdist workers beside each other only. Two at once took ~155 s each against
+# ~102 s alone (docs/LOG.md 2026-12-07, "CI time"); three verl jobs at once, or one beside the
+# rest of the suite, ran out of Ray's fixed 30 s node start (a local start now starts again).
+VERL_E2E_MODULES = (
+    "tests/backends/verl/test_verl_cpu.py",
+    "tests/backends/verl/test_verl_experiments.py",
+    "tests/backends/verl/test_verl_peers_subset.py",
+    "tests/backends/verl/test_verl_peers_budget.py",
+    "tests/backends/verl/test_verl_issue29_peers.py",
+    "tests/backends/verl/test_verl_issue29_field.py",
+    "tests/backends/verl/test_verl_vllm_cpu.py",
+    "tests/backends/verl/test_verl_vllm_grpo.py",
+)
+# Two-node Ray clusters inside Slurm jobs: the third run, alone on the machine. Beside the other
+# xdist worker, node 1's `ray start --head` and node 2's ran out of Ray's 30 s (two CI rehearsals
+# on 2026-12-07); a head cannot safely start again (a worker may be joining the dead one).
+TWO_NODE_MODULES = (
     "tests/backends/verl/test_verl_multinode.py",
-    # two-node Ray clusters inside Slurm jobs: beside the other xdist worker, node 1's `ray start
-    # --head` and node 2's ran out of Ray's fixed 30 s to register (two CI rehearsals on
-    # 2026-12-07, docs/LOG.md); on the idle machine of the second run they have the cores
     "tests/launch/test_multinode.py",
 )
+TIERS = ("all", "main", "verl", "two-node")
 
 
-def is_verl_e2e(nodeid: str) -> bool:
-    """A test that runs verl's trainer end to end (the second phase of scripts/test.sh)."""
-    return nodeid.startswith(VERL_E2E_MODULES)
+def tier_of(nodeid: str) -> str:
+    """Which run of scripts/test.sh holds the test ``nodeid`` (``--tier``)."""
+    if nodeid.startswith(TWO_NODE_MODULES):
+        return "two-node"
+    return "verl" if nodeid.startswith(VERL_E2E_MODULES) else "main"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
-        "--verl-e2e",
-        choices=("include", "exclude", "only"),
-        default="include",
-        help="the verl end-to-end tests (VERL_E2E_MODULES): run them with the rest (include), "
-        "leave them out (exclude) or run only them (only)",
+        "--tier",
+        choices=TIERS,
+        default="all",
+        help="run one of scripts/test.sh's three runs: the verl end-to-end tests "
+        "(VERL_E2E_MODULES: verl), the two-node tests (TWO_NODE_MODULES: two-node), or the "
+        "rest (main); all (the default) runs everything",
+    )
+    parser.addoption(
+        "--verl-matrix",
+        action="store_true",
+        help="also run every allocator of the verl end-to-end matrix (tests marked verl_matrix: "
+        "one trainer run each), not only the ones that cover each ask shape",
     )
 
 
@@ -133,14 +148,19 @@ def xdist_group_of(nodeid: str) -> str | None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A Slurm test or a SmolLM2 test outside its group would share its cluster or rebuild
     the model on a second worker: refuse to run, naming it and the table to add it to."""
-    split = config.getoption("--verl-e2e")
-    if split != "include":
+    tier = config.getoption("--tier")
+    if tier != "all":
         keep, dropped = [], []
         for item in items:
-            (keep if is_verl_e2e(item.nodeid) == (split == "only") else dropped).append(item)
+            (keep if tier_of(item.nodeid) == tier else dropped).append(item)
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = keep
+    if not config.getoption("--verl-matrix"):
+        skip = pytest.mark.skip(reason="the rest of the verl allocator matrix: --verl-matrix")
+        for item in items:
+            if item.get_closest_marker("verl_matrix"):
+                item.add_marker(skip)
     for item in items:
         group = xdist_group_of(item.nodeid)
         if item.get_closest_marker("slurm") and not (group or "").startswith("slurm-"):

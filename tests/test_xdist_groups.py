@@ -30,13 +30,50 @@ def test_the_longest_prefix_names_the_group():
     assert group_of("tests/launch/test_slurm_fallback.py::test_x") is None
 
 
-def test_the_verl_phase_holds_the_verl_trainer_modules():
-    is_verl = conftest.is_verl_e2e
-    assert is_verl("tests/backends/verl/test_verl_cpu.py::test_pilot_commit_groups_and_resume")
-    assert is_verl("tests/backends/verl/test_verl_multinode.py::test_verl_job_spans_both_nodes")
-    assert not is_verl("tests/backends/verl/test_verl_gpu_run.py::test_x")
-    # the two-node Ray tests run there too: beside the other worker Ray's 30 s ran out
-    assert is_verl("tests/launch/test_multinode.py::test_x")
-    assert not is_verl("tests/launch/test_multinode_plan.py::test_x")
-    for module in conftest.VERL_E2E_MODULES:
-        assert (TESTS.parent / module).is_file(), f"VERL_E2E_MODULES names {module}, but it is gone"
+def test_each_test_has_one_tier():
+    tier = conftest.tier_of
+    assert (
+        tier("tests/backends/verl/test_verl_cpu.py::test_pilot_commit_groups_and_resume") == "verl"
+    )
+    assert tier("tests/backends/verl/test_verl_issue29_field.py::test_x[vcrl]") == "verl"
+    assert tier("tests/backends/verl/test_verl_gpu_run.py::test_x") == "main"
+    # the two-node Ray tests run alone: beside another worker Ray's 30 s ran out
+    assert tier("tests/backends/verl/test_verl_multinode.py::test_verl_job_spans") == "two-node"
+    assert tier("tests/launch/test_multinode.py::test_x") == "two-node"
+    assert tier("tests/launch/test_multinode_plan.py::test_x") == "main"
+    for module in conftest.VERL_E2E_MODULES + conftest.TWO_NODE_MODULES:
+        assert (TESTS.parent / module).is_file(), (
+            f"tests/conftest.py names {module}, but it is gone"
+        )
+
+
+def test_the_tiers_split_the_suite(pytestconfig):
+    """``--tier main``, ``verl`` and ``two-node`` together collect what ``--tier all`` does,
+    each test once."""
+    import subprocess
+    import sys
+
+    def collected(tier: str) -> set[str]:
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "--co",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                f"--tier={tier}",
+                "tests/backends/verl",
+                "tests/launch/test_multinode.py",
+            ],
+            cwd=TESTS.parent,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        return {line for line in out.splitlines() if "::" in line}
+
+    parts = [collected(t) for t in ("main", "verl", "two-node")]
+    assert all(parts)
+    assert sum(len(p) for p in parts) == len(set().union(*parts)) == len(collected("all"))

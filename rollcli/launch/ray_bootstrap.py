@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from rollcli.errors import RAY_SLOW_START
 from rollcli.launch.ray_join import join_report, log_tail, read_statuses, write_status
 from rollcli.launch.ray_plan import (
     RayClusterError,
@@ -70,10 +71,9 @@ __all__ = [
 JOIN_TIMEOUT_S = 600.0  # ROLLCLI_RAY_JOIN_TIMEOUT overrides it
 HEAD_LOST_S = 60.0  # a worker gives up after the head has not answered this long
 LOG_TAIL_LINES = 15
-# Ray gives a starting raylet a fixed 30 s to register with the head's GCS (ray/_private/node.py);
-# on a loaded node that can pass, and `ray start` exits with this message: the worker starts
-# again (its whole process group stopped first), at most START_RETRIES times.
-SLOW_START = "The current node timed out during startup"
+# A worker whose `ray start` exits with Ray's slow-start message (RAY_SLOW_START) starts again
+# (its whole process group stopped first), at most START_RETRIES times.
+SLOW_START = RAY_SLOW_START
 START_RETRIES = 2
 
 

@@ -13,6 +13,7 @@ end) and metrics rows reach ``callbacks`` by tailing ``metrics.jsonl``.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -27,7 +28,7 @@ from rollcli.backends.verl.overrides import (
     verl_config_from_mapping,
 )
 from rollcli.backends.verl.resume import trusted_latest_step
-from rollcli.errors import RollcliError
+from rollcli.errors import RAY_SLOW_START, RollcliError
 from rollcli.store.atomic import atomic_write_json, read_jsonl, rewrite_jsonl
 from rollcli.store.folders import JobFolder
 
@@ -41,6 +42,8 @@ __all__ = [
 ]
 
 _TINY_TEXTS = 2000
+# a local cluster whose start ran out of Ray's fixed 30 s is started again this many times
+LOCAL_RAY_RETRIES = 2
 
 
 def stop_file(job_dir: Path) -> Path:
@@ -237,6 +240,47 @@ def _set_environment(backend: VerlConfig) -> None:
         import rollcli.backends.verl.cpu_support  # noqa: F401
 
 
+def retrying_slow_ray_start(start: Callable[[], None]) -> None:
+    """Call ``start``, which starts Ray in this process (``ray.init``) and goes on; when it fails
+    with Ray's slow-start error (:data:`rollcli.errors.RAY_SLOW_START`) before Ray came up, stop
+    what Ray started and call it again, ``LOCAL_RAY_RETRIES`` times at most. Safe for a local
+    cluster only: no other node can be joining it (a Slurm job's head is never started here).
+    Any other error, or one raised once Ray was up, goes through at once."""
+    import ray
+
+    was_up = ray.is_initialized()
+    for attempt in range(1 + LOCAL_RAY_RETRIES):
+        try:
+            start()
+            return
+        except Exception as error:
+            starting = not was_up and not ray.is_initialized()
+            if not (starting and RAY_SLOW_START in str(error)) or attempt == LOCAL_RAY_RETRIES:
+                raise
+            ray.shutdown()
+            _stop_stranded_ray_processes()
+            print(
+                f"rollcli: Ray's local start ran out of its fixed 30 s (a loaded machine); "
+                f"starting it again ({attempt + 2} of {1 + LOCAL_RAY_RETRIES})",
+                flush=True,
+            )
+
+
+def _stop_stranded_ray_processes() -> None:
+    """Stop this process's Ray children (GCS, raylet, reaper): a ``ray.init`` that failed on its
+    node start keeps no handle on them, so ``ray.shutdown`` cannot (their agents follow the
+    raylet). Linux's /proc; elsewhere they go with this process."""
+    me = str(os.getpid())
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = stat.read_text().rsplit(")", 1)[1].split()[1]
+            command = (stat.parent / "cmdline").read_bytes()
+            if parent == me and b"ray" in command:
+                os.kill(int(stat.parent.name), signal.SIGKILL)
+        except (OSError, IndexError):
+            continue  # gone meanwhile, or not ours to stop
+
+
 def init_cpu_ray(
     num_cpus: int = 8, *, rollout_engine: str = "hf", extra_modules: Sequence[str] = ()
 ) -> None:
@@ -258,12 +302,14 @@ def init_cpu_ray(
         )
     os.environ.update(env)
     os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-    ray.init(
-        address="local",
-        num_cpus=num_cpus,
-        num_gpus=1,
-        include_dashboard=False,
-        runtime_env={"env_vars": env},
+    retrying_slow_ray_start(
+        lambda: ray.init(
+            address="local",
+            num_cpus=num_cpus,
+            num_gpus=1,
+            include_dashboard=False,
+            runtime_env={"env_vars": env},
+        )
     )
 
 
@@ -302,7 +348,7 @@ def run_train_job(
 
         from rollcli.backends.verl.task_runner import RollcliTaskRunner
 
-        run_ppo(config, task_runner_class=RollcliTaskRunner)
+        retrying_slow_ray_start(lambda: run_ppo(config, task_runner_class=RollcliTaskRunner))
     finally:
         relay.done.set()
         relay.join()

@@ -1,10 +1,13 @@
 """CurES, DPS and BOTS inside verl's real trainer on CPU, through ``rollcli run`` (issue 29).
 
-One spec, three jobs (tiny Qwen2 model, the coin-flip reward of verl-cpu.yaml, a pool of 8
+One job per allocator (tiny Qwen2 model, the coin-flip reward of verl-cpu.yaml, a pool of 8
 prompts so that prompts come back, 3 steps of 16 rollouts): CurES asks uneven per-prompt
 counts that verl must generate and train as they are; DPS and BOTS choose the step's prompts
 from their posteriors and give each ``n``. The trace (``backend.trace_groups``) holds what verl
 generated and trained, so the checks read what verl actually did.
+
+CI runs CurES (uneven counts in one ask); DPS and BOTS ask ``n`` each of the prompts they pick,
+as uniform does: they run with ``--verl-matrix``.
 """
 
 from __future__ import annotations
@@ -29,26 +32,28 @@ ALLOCATORS = {
 }
 
 
-@pytest.mark.timeout(1500)  # three verl jobs in a row, as the CLI timeout below allows
-def test_cures_dps_and_bots_on_verl(tmp_path, trace, check_consistency, run_train_jobs):
+@pytest.mark.timeout(1200)  # one verl job beside another on 2 cores, as the CLI timeout allows
+@pytest.mark.parametrize(
+    "name", ["cures", *(pytest.param(n, marks=pytest.mark.verl_matrix) for n in ("dps", "bots"))]
+)
+def test_cures_dps_and_bots_on_verl(name, tmp_path, trace, check_consistency, run_train_jobs):
     spec = write_verl_cpu_spec(
         tmp_path,
-        "verl-cpu-issue29",
-        ALLOCATORS,
-        baseline="bots",
+        f"verl-cpu-issue29-{name}",
+        {name: ALLOCATORS[name]},
+        baseline=name,
         steps=3,
         rollouts_per_step=16,
         train_max_samples=8,
     )
-    jobs = run_train_jobs(spec, tmp_path / "runs", timeout=1500)
-    for name in ALLOCATORS:
-        metrics = check_consistency(jobs[name], eval_steps={3}, initial_eval=True)
-        assert [m["cum_rollouts"] for m in metrics] == [16, 32, 48], name
-        assert [m["cum_rollouts_trained"] for m in metrics] == [16, 32, 48], name
-        for step in trace(jobs[name]):
-            ((rnd,),) = [step["rounds"]]  # one generation call per step
-            asked = [(p, n) for p, n, _ph, _refs in rnd["items"]]
-            # every asked prompt's rollouts train as one group, as generated
-            assert [(g["prompt_id"], len(g["refs"])) for g in step["groups"]] == asked, name
-            if name != "cures":
-                assert {n for _p, n in asked} == {4} and len(asked) == 4, name
+    jobs = run_train_jobs(spec, tmp_path / "runs", timeout=1200)
+    metrics = check_consistency(jobs[name], eval_steps={3}, initial_eval=True)
+    assert [m["cum_rollouts"] for m in metrics] == [16, 32, 48]
+    assert [m["cum_rollouts_trained"] for m in metrics] == [16, 32, 48]
+    for step in trace(jobs[name]):
+        ((rnd,),) = [step["rounds"]]  # one generation call per step
+        asked = [(p, n) for p, n, _ph, _refs in rnd["items"]]
+        # every asked prompt's rollouts train as one group, as generated
+        assert [(g["prompt_id"], len(g["refs"])) for g in step["groups"]] == asked
+        if name != "cures":
+            assert {n for _p, n in asked} == {4} and len(asked) == 4

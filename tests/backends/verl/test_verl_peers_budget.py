@@ -1,13 +1,14 @@
 """Knapsack RL and SPEED inside verl's real trainer on CPU, through ``rollcli run``.
 
-One spec, two jobs (tiny Qwen2 model, the coin-flip reward of verl-cpu.yaml, a pool of 8
+One job each (tiny Qwen2 model, the coin-flip reward of verl-cpu.yaml, a pool of 8
 prompts so that prompts come back): Knapsack gives every prompt ``n`` until it has enough
 history, then splits the step's rollouts unevenly by its DP, and verl must generate and train
 exactly those per-prompt counts; SPEED screens new prompts and continues survivors in the
 next generation call, and verl trains each prompt's screen and continuation as one group
 (one uid), including steps that train prompts completed earlier without generating. The trace
 (``backend.trace_groups``) holds what verl generated and trained, so the checks read what verl
-actually did.
+actually did. CI runs SPEED (asks carried into the next generation call, steps that generate
+nothing); Knapsack's uneven counts in one ask, as CurES's, run with ``--verl-matrix``.
 """
 
 from __future__ import annotations
@@ -31,25 +32,29 @@ KNAPSACK = {"kind": "knapsack", "n": 4, "max_n": 10, "min_buffer_length": 4}
 SPEED = {"kind": "speed", "n_screen": 2, "n_continue": 6, "gen_batch_factor": 4}
 
 
-@pytest.mark.timeout(1500)  # verl jobs on 2 shared cores: over 600 s, as the CLI timeout allows
-def test_knapsack_and_speed_on_verl(tmp_path, trace, check_consistency, run_train_jobs):
+def _run(name: str, folder, run_train_jobs):
     spec = write_verl_cpu_spec(
-        tmp_path,
-        "verl-cpu-budget",
-        {"knapsack": KNAPSACK, "speed": SPEED},
-        baseline="knapsack",
+        folder,
+        f"verl-cpu-budget-{name}",
+        {name: {"knapsack": KNAPSACK, "speed": SPEED}[name]},
+        baseline=name,
         steps=4,
         rollouts_per_step=16,
         train_max_samples=8,
     )
-    jobs = run_train_jobs(spec, tmp_path / "runs", timeout=1200)
+    return run_train_jobs(spec, folder / "runs", timeout=1200)[name]
 
+
+@pytest.mark.verl_matrix
+@pytest.mark.timeout(1200)  # one verl job beside another on 2 cores, as the CLI timeout allows
+def test_knapsack_on_verl(tmp_path, trace, check_consistency, run_train_jobs):
+    job = _run("knapsack", tmp_path, run_train_jobs)
     # Knapsack: 4 prompts a step, 16 rollouts; steps 1-2 visit all 8 prompts with n = 4 each,
     # steps 3-4 revisit them (4 rewards >= min_buffer_length) and the DP splits the 16
-    metrics = check_consistency(jobs["knapsack"], eval_steps={4}, initial_eval=True)
+    metrics = check_consistency(job, eval_steps={4}, initial_eval=True)
     assert [m["cum_rollouts"] for m in metrics] == [16, 32, 48, 64]
     assert [m["cum_rollouts_trained"] for m in metrics] == [16, 32, 48, 64]
-    steps = trace(jobs["knapsack"])
+    steps = trace(job)
     seen: dict[int, list[float]] = {}
     uneven = 0
     for step in steps:
@@ -71,11 +76,15 @@ def test_knapsack_and_speed_on_verl(tmp_path, trace, check_consistency, run_trai
             seen.setdefault(g["prompt_id"], []).extend(g["rewards"])
     assert uneven >= 1, "the DP never split a step unevenly"
 
-    # SPEED: B = 16 // 8 = 2 prompts a step, the 8-prompt pool screened each call; a survivor's
+
+@pytest.mark.timeout(1200)  # one verl job beside another on 2 cores, as the CLI timeout allows
+def test_speed_on_verl(tmp_path, trace, check_consistency, run_train_jobs):
+    # B = 16 // 8 = 2 prompts a step, the 8-prompt pool screened each call; a survivor's
     # screen and continuation train together; extra complete prompts train in a later step
     # that generates nothing
-    metrics = check_consistency(jobs["speed"], eval_steps={4}, initial_eval=True)
-    steps = trace(jobs["speed"])
+    job = _run("speed", tmp_path, run_train_jobs)
+    metrics = check_consistency(job, eval_steps={4}, initial_eval=True)
+    steps = trace(job)
     phase_of = {}
     for step in steps:
         for rnd in step["rounds"]:

@@ -1,13 +1,14 @@
 """PODS and Reinforce-Ada inside verl's real trainer on CPU, through ``rollcli run``.
 
-One spec, three jobs (tiny Qwen2 model, the coin-flip reward of verl-cpu.yaml, 2 steps each):
+One job each (tiny Qwen2 model, the coin-flip reward of verl-cpu.yaml, 2 steps each):
 PODS generates 4 rollouts per prompt and verl trains the 2 of the max-variance subset;
 Reinforce-Ada runs its rounds and verl trains every kept rollout on ``r - baseline`` (no std
 division), where the baseline is the success rate over every rollout drawn for the prompt;
 a second Reinforce-Ada job keeps one rollout per prompt, so verl trains groups of one rollout
 (a group of one is trained only because it carries a baseline). The trace of each job
 (``backend.trace_groups``) holds the asks with their rewards, the groups and the advantage of
-every trained row, so the checks read what verl actually did.
+every trained row, so the checks read what verl actually did. CI runs PODS and the
+one-rollout Reinforce-Ada job; the two-rollout one runs with ``--verl-matrix``.
 """
 
 from __future__ import annotations
@@ -44,19 +45,27 @@ def _drawn(step: dict) -> dict[int, list[float]]:
     return out
 
 
-@pytest.mark.timeout(1500)  # verl jobs on 2 shared cores: over 600 s, as the CLI timeout allows
-def test_pods_and_reinforce_ada_on_verl(tmp_path, trace, check_consistency, run_train_jobs):
+def _run(name: str, folder, run_train_jobs):
     # verl-cpu.yaml's backend as it is: tiny model, toy coin reward, trace_groups on
     spec = write_verl_cpu_spec(
-        tmp_path, "verl-cpu-peers", ALLOCATORS, baseline="pods", steps=2, rollouts_per_step=8
+        folder,
+        f"verl-cpu-peers-{name}",
+        {name: ALLOCATORS[name]},
+        baseline=name,
+        steps=2,
+        rollouts_per_step=8,
     )
-    jobs = run_train_jobs(spec, tmp_path / "runs", timeout=1500)
+    return run_train_jobs(spec, folder / "runs", timeout=1200)[name]
 
-    # PODS: one round of 4 prompts x 4; verl trains the max-variance 2 of each
-    metrics = check_consistency(jobs["pods"], eval_steps={2}, initial_eval=True)
+
+@pytest.mark.timeout(1200)  # one verl job beside another on 2 cores, as the CLI timeout allows
+def test_pods_on_verl(tmp_path, trace, check_consistency, run_train_jobs):
+    # one round of 4 prompts x 4; verl trains the max-variance 2 of each
+    job = _run("pods", tmp_path, run_train_jobs)
+    metrics = check_consistency(job, eval_steps={2}, initial_eval=True)
     assert [m["cum_rollouts"] for m in metrics] == [16, 32]
     assert [m["cum_rollouts_trained"] for m in metrics] == [8, 16]
-    for step in trace(jobs["pods"]):
+    for step in trace(job):
         ((items, rewards),) = [(r["items"], r["rewards"]) for r in step["rounds"]]
         expected = [
             [refs[i] for i in max_variance_subsets(np.array(r), 2)]
@@ -66,24 +75,29 @@ def test_pods_and_reinforce_ada_on_verl(tmp_path, trace, check_consistency, run_
         assert all(g["baseline"] is None for g in step["groups"])
         assert step["trained"]["rows"] == 8
 
-    # Reinforce-Ada: every trained row's advantage is r - (success rate over all drawn)
+
+@pytest.mark.timeout(1200)  # one verl job beside another on 2 cores, as the CLI timeout allows
+@pytest.mark.parametrize(
+    ("name", "keep"), [("ada1", 1), pytest.param("ada", 2, marks=pytest.mark.verl_matrix)]
+)
+def test_reinforce_ada_on_verl(name, keep, tmp_path, trace, check_consistency, run_train_jobs):
+    # every trained row's advantage is r - (success rate over all drawn)
+    job = _run(name, tmp_path, run_train_jobs)
     singletons = 0
-    for name, keep in (("ada", 2), ("ada1", 1)):
-        metrics = check_consistency(jobs[name], eval_steps={2}, initial_eval=True)
-        assert [m["step"] for m in metrics] == [1, 2]
-        for step in trace(jobs[name]):
-            drawn = _drawn(step)
-            assert 1 <= len(step["rounds"]) <= 2
-            advantages = dict(
-                zip(step["trained"]["refs"], step["trained"]["advantages"], strict=True)
-            )
-            for g in step["groups"]:
-                rewards = drawn[g["prompt_id"]]
-                rate = sum(r > 0.7 for r in rewards) / len(rewards)
-                assert g["baseline"] == pytest.approx(rate)
-                assert 1 <= len(g["refs"]) <= keep
-                singletons += len(g["refs"]) == 1
-                for ref, r in zip(g["refs"], g["rewards"], strict=True):
-                    assert advantages[ref] == pytest.approx(r - rate, abs=1e-6)
-        assert all(m["train/singleton_groups"] == 0 for m in metrics)  # none left out
-    assert singletons >= 16  # ada1: 8 prompts a step, each a group of one
+    metrics = check_consistency(job, eval_steps={2}, initial_eval=True)
+    assert [m["step"] for m in metrics] == [1, 2]
+    for step in trace(job):
+        drawn = _drawn(step)
+        assert 1 <= len(step["rounds"]) <= 2
+        advantages = dict(zip(step["trained"]["refs"], step["trained"]["advantages"], strict=True))
+        for g in step["groups"]:
+            rewards = drawn[g["prompt_id"]]
+            rate = sum(r > 0.7 for r in rewards) / len(rewards)
+            assert g["baseline"] == pytest.approx(rate)
+            assert 1 <= len(g["refs"]) <= keep
+            singletons += len(g["refs"]) == 1
+            for ref, r in zip(g["refs"], g["rewards"], strict=True):
+                assert advantages[ref] == pytest.approx(r - rate, abs=1e-6)
+    assert all(m["train/singleton_groups"] == 0 for m in metrics)  # none left out
+    if keep == 1:
+        assert singletons >= 16  # 8 prompts a step, each a group of one
