@@ -114,6 +114,27 @@ def run_train_jobs():
 
 
 @pytest.fixture
+def run_allocator_job(tmp_path):
+    """``run_allocator_job(name, allocator, steps=, rollouts_per_step=, **backend)``: one
+    allocator's job of a verl-cpu.yaml spec through ``rollcli run`` (its folder)."""
+    from rollcli.testing.verl_jobs import write_verl_cpu_spec
+
+    def run(name: str, allocator: dict, *, steps: int, rollouts_per_step: int, **backend) -> Path:
+        spec = write_verl_cpu_spec(
+            tmp_path,
+            f"verl-cpu-{name}",
+            {name: allocator},
+            baseline=name,
+            steps=steps,
+            rollouts_per_step=rollouts_per_step,
+            **backend,
+        )
+        return _run_train_jobs(spec, tmp_path / "runs", timeout=1200)[name]
+
+    return run
+
+
+@pytest.fixture
 def trace():
     """``trace(job_dir)``: the rows of ``<job>/verl/trace.jsonl``."""
     return _trace

@@ -22,8 +22,6 @@ import importlib.util
 
 import pytest
 
-from rollcli.testing.verl_jobs import write_verl_cpu_spec
-
 pytestmark = [
     pytest.mark.verl,
     pytest.mark.slow,
@@ -47,24 +45,21 @@ MATRIX_ONLY = {"ar3po", "gdro", "hora", "vip"}
     [pytest.param(n, marks=pytest.mark.verl_matrix) if n in MATRIX_ONLY else n for n in ALLOCATORS],
 )
 def test_the_issue29_allocators_with_rl_zvp_on_verl(
-    name, tmp_path, trace, check_consistency, run_train_jobs
+    name, trace, check_consistency, run_allocator_job
 ):
-    spec = write_verl_cpu_spec(
-        tmp_path,
-        f"verl-cpu-issue29-{name}",
-        {name: ALLOCATORS[name]},
-        baseline=name,
+    job = run_allocator_job(
+        name,
+        ALLOCATORS[name],
         steps=3,
         rollouts_per_step=16,
         train_max_samples=8,
         zero_variance_advantage="rl_zvp",
         rl_zvp_alpha=0.5,
     )
-    jobs = run_train_jobs(spec, tmp_path / "runs", timeout=1200)
     zvp_rows = 0
-    metrics = check_consistency(jobs[name], eval_steps={3}, initial_eval=True)
+    metrics = check_consistency(job, eval_steps={3}, initial_eval=True)
     assert all(m["step_rollouts"] <= (32 if name == "gdro" else 16) for m in metrics), name
-    for step in trace(jobs[name]):
+    for step in trace(job):
         asked: dict[int, int] = {}
         for rnd in step["rounds"]:
             for prompt, n, _phase, _refs in rnd["items"]:

@@ -16,8 +16,6 @@ import importlib.util
 
 import pytest
 
-from rollcli.testing.verl_jobs import write_verl_cpu_spec
-
 pytestmark = [
     pytest.mark.verl,
     pytest.mark.slow,
@@ -36,21 +34,14 @@ ALLOCATORS = {
 @pytest.mark.parametrize(
     "name", ["cures", *(pytest.param(n, marks=pytest.mark.verl_matrix) for n in ("dps", "bots"))]
 )
-def test_cures_dps_and_bots_on_verl(name, tmp_path, trace, check_consistency, run_train_jobs):
-    spec = write_verl_cpu_spec(
-        tmp_path,
-        f"verl-cpu-issue29-{name}",
-        {name: ALLOCATORS[name]},
-        baseline=name,
-        steps=3,
-        rollouts_per_step=16,
-        train_max_samples=8,
+def test_cures_dps_and_bots_on_verl(name, trace, check_consistency, run_allocator_job):
+    job = run_allocator_job(
+        name, ALLOCATORS[name], steps=3, rollouts_per_step=16, train_max_samples=8
     )
-    jobs = run_train_jobs(spec, tmp_path / "runs", timeout=1200)
-    metrics = check_consistency(jobs[name], eval_steps={3}, initial_eval=True)
+    metrics = check_consistency(job, eval_steps={3}, initial_eval=True)
     assert [m["cum_rollouts"] for m in metrics] == [16, 32, 48]
     assert [m["cum_rollouts_trained"] for m in metrics] == [16, 32, 48]
-    for step in trace(jobs[name]):
+    for step in trace(job):
         ((rnd,),) = [step["rounds"]]  # one generation call per step
         asked = [(p, n) for p, n, _ph, _refs in rnd["items"]]
         # every asked prompt's rollouts train as one group, as generated

@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 
 from rollcli.allocators.knapsack_dp import knapsack_budget
-from rollcli.testing.verl_jobs import write_verl_cpu_spec
 
 pytestmark = [
     pytest.mark.verl,
@@ -32,23 +31,13 @@ KNAPSACK = {"kind": "knapsack", "n": 4, "max_n": 10, "min_buffer_length": 4}
 SPEED = {"kind": "speed", "n_screen": 2, "n_continue": 6, "gen_batch_factor": 4}
 
 
-def _run(name: str, folder, run_train_jobs):
-    spec = write_verl_cpu_spec(
-        folder,
-        f"verl-cpu-budget-{name}",
-        {name: {"knapsack": KNAPSACK, "speed": SPEED}[name]},
-        baseline=name,
-        steps=4,
-        rollouts_per_step=16,
-        train_max_samples=8,
-    )
-    return run_train_jobs(spec, folder / "runs", timeout=1200)[name]
+BUDGET = {"steps": 4, "rollouts_per_step": 16, "train_max_samples": 8}
 
 
 @pytest.mark.verl_matrix
 @pytest.mark.timeout(1200)  # one verl job beside another on 2 cores, as the CLI timeout allows
-def test_knapsack_on_verl(tmp_path, trace, check_consistency, run_train_jobs):
-    job = _run("knapsack", tmp_path, run_train_jobs)
+def test_knapsack_on_verl(trace, check_consistency, run_allocator_job):
+    job = run_allocator_job("knapsack", KNAPSACK, **BUDGET)
     # Knapsack: 4 prompts a step, 16 rollouts; steps 1-2 visit all 8 prompts with n = 4 each,
     # steps 3-4 revisit them (4 rewards >= min_buffer_length) and the DP splits the 16
     metrics = check_consistency(job, eval_steps={4}, initial_eval=True)
@@ -78,11 +67,11 @@ def test_knapsack_on_verl(tmp_path, trace, check_consistency, run_train_jobs):
 
 
 @pytest.mark.timeout(1200)  # one verl job beside another on 2 cores, as the CLI timeout allows
-def test_speed_on_verl(tmp_path, trace, check_consistency, run_train_jobs):
+def test_speed_on_verl(trace, check_consistency, run_allocator_job):
     # B = 16 // 8 = 2 prompts a step, the 8-prompt pool screened each call; a survivor's
     # screen and continuation train together; extra complete prompts train in a later step
     # that generates nothing
-    job = _run("speed", tmp_path, run_train_jobs)
+    job = run_allocator_job("speed", SPEED, **BUDGET)
     metrics = check_consistency(job, eval_steps={4}, initial_eval=True)
     steps = trace(job)
     phase_of = {}

@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 
 from rollcli.allocators.pods import max_variance_subsets
-from rollcli.testing.verl_jobs import write_verl_cpu_spec
 
 pytestmark = [
     pytest.mark.verl,
@@ -45,23 +44,10 @@ def _drawn(step: dict) -> dict[int, list[float]]:
     return out
 
 
-def _run(name: str, folder, run_train_jobs):
-    # verl-cpu.yaml's backend as it is: tiny model, toy coin reward, trace_groups on
-    spec = write_verl_cpu_spec(
-        folder,
-        f"verl-cpu-peers-{name}",
-        {name: ALLOCATORS[name]},
-        baseline=name,
-        steps=2,
-        rollouts_per_step=8,
-    )
-    return run_train_jobs(spec, folder / "runs", timeout=1200)[name]
-
-
 @pytest.mark.timeout(1200)  # one verl job beside another on 2 cores, as the CLI timeout allows
-def test_pods_on_verl(tmp_path, trace, check_consistency, run_train_jobs):
+def test_pods_on_verl(trace, check_consistency, run_allocator_job):
     # one round of 4 prompts x 4; verl trains the max-variance 2 of each
-    job = _run("pods", tmp_path, run_train_jobs)
+    job = run_allocator_job("pods", ALLOCATORS["pods"], steps=2, rollouts_per_step=8)
     metrics = check_consistency(job, eval_steps={2}, initial_eval=True)
     assert [m["cum_rollouts"] for m in metrics] == [16, 32]
     assert [m["cum_rollouts_trained"] for m in metrics] == [8, 16]
@@ -80,9 +66,9 @@ def test_pods_on_verl(tmp_path, trace, check_consistency, run_train_jobs):
 @pytest.mark.parametrize(
     ("name", "keep"), [("ada1", 1), pytest.param("ada", 2, marks=pytest.mark.verl_matrix)]
 )
-def test_reinforce_ada_on_verl(name, keep, tmp_path, trace, check_consistency, run_train_jobs):
+def test_reinforce_ada_on_verl(name, keep, trace, check_consistency, run_allocator_job):
     # every trained row's advantage is r - (success rate over all drawn)
-    job = _run(name, tmp_path, run_train_jobs)
+    job = run_allocator_job(name, ALLOCATORS[name], steps=2, rollouts_per_step=8)
     singletons = 0
     metrics = check_consistency(job, eval_steps={2}, initial_eval=True)
     assert [m["step"] for m in metrics] == [1, 2]
