@@ -82,8 +82,8 @@ XDIST_GROUPS = {
     "tests/packaging/test_wheel.py": "wheel",
     "tests/allocators/test_plugin_venv.py": "plugin-venv",
     "tests/launch/test_local_resume.py": "local-resume",
-    # test_verl_cpu's 4 tests share one Ray cluster (a module fixture); the vLLM modules' share
-    # one, and two vLLM clusters at once would not fit beside the rest
+    # test_verl_cpu's 4 tests share one Ray cluster (a module fixture); the vLLM modules stay on
+    # one worker, as before: never two vLLM clusters at once
     "tests/backends/verl/test_verl_cpu.py": "verl-cpu-ray",
     "tests/backends/verl/test_verl_vllm_cpu.py": "vllm",
     "tests/backends/verl/test_verl_vllm_grpo.py": "vllm",

@@ -47,7 +47,7 @@ def test_each_test_has_one_tier():
         )
 
 
-def test_the_tiers_split_the_suite(pytestconfig):
+def test_the_tiers_split_the_suite():
     """``--tier main``, ``verl`` and ``two-node`` together collect what ``--tier all`` does,
     each test once."""
     import subprocess

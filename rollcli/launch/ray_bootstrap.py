@@ -17,8 +17,8 @@ job with a :class:`RayClusterError` that names it and says what it was last doin
 (:mod:`rollcli.launch.ray_join`), instead of a hang; a worker whose ``ray start`` exits fails it
 at once, unless Ray's fixed 30 s for registering a starting node ran out (a loaded node): that
 ``ray start`` is started again, twice at most. The session is the job id plus Slurm's restart
-count, so a requeued job never reads the previous attempt's files. Token authentication: the head writes a fresh token to
-``<job>/ray/auth_token`` (mode 0600) and every process of the job uses it
+count, so a requeued job never reads the previous attempt's files. Token authentication: the
+head writes a fresh token to ``<job>/ray/auth_token`` (mode 0600) and every process of the job uses it
 (``RAY_AUTH_MODE=token``), so jobs of different users sharing nodes cannot connect to each
 other's clusters.
 """
@@ -73,7 +73,6 @@ HEAD_LOST_S = 60.0  # a worker gives up after the head has not answered this lon
 LOG_TAIL_LINES = 15
 # A worker whose `ray start` exits with Ray's slow-start message (RAY_SLOW_START) starts again
 # (its whole process group stopped first), at most START_RETRIES times.
-SLOW_START = RAY_SLOW_START
 START_RETRIES = 2
 
 
@@ -330,7 +329,7 @@ def _run_worker(plan: RayNodePlan, job_dir: Path, env: Mapping[str, str], timeou
                     if done.exists() or not _reachable(head_ip, port):
                         return "worker"
                     tail = log_tail(log, LOG_TAIL_LINES)
-                    if attempt < START_RETRIES and SLOW_START in tail:
+                    if attempt < START_RETRIES and RAY_SLOW_START in tail:
                         _status(plan, ray_dir, "joining", ip=node_ip, retry=attempt + 1)
                         break  # the group is stopped on leaving the block; start again
                     raise _fail(

@@ -275,7 +275,7 @@ def _stop_stranded_ray_processes() -> None:
         try:
             parent = stat.read_text().rsplit(")", 1)[1].split()[1]
             command = (stat.parent / "cmdline").read_bytes()
-            if parent == me and b"ray" in command:
+            if parent == me and b"/ray/" in command:
                 os.kill(int(stat.parent.name), signal.SIGKILL)
         except (OSError, IndexError):
             continue  # gone meanwhile, or not ours to stop

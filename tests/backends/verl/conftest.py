@@ -113,6 +113,10 @@ def run_train_jobs():
     return _run_train_jobs
 
 
+# below the allocator modules' pytest timeout (1200 s), so a stuck job fails with the CLI's output
+ALLOCATOR_JOB_TIMEOUT_S = 1100
+
+
 @pytest.fixture
 def run_allocator_job(tmp_path):
     """``run_allocator_job(name, allocator, steps=, rollouts_per_step=, **backend)``: one
@@ -129,7 +133,7 @@ def run_allocator_job(tmp_path):
             rollouts_per_step=rollouts_per_step,
             **backend,
         )
-        return _run_train_jobs(spec, tmp_path / "runs", timeout=1200)[name]
+        return _run_train_jobs(spec, tmp_path / "runs", ALLOCATOR_JOB_TIMEOUT_S)[name]
 
     return run
 

@@ -25,6 +25,7 @@ import pytest
 pytestmark = [
     pytest.mark.verl,
     pytest.mark.slow,
+    pytest.mark.timeout(1200),  # one verl job beside another: run_allocator_job's CLI limit + 100 s
     pytest.mark.skipif(importlib.util.find_spec("verl") is None, reason="needs the verl extra"),
 ]
 
@@ -39,7 +40,6 @@ ALLOCATORS = {
 MATRIX_ONLY = {"ar3po", "gdro", "hora", "vip"}
 
 
-@pytest.mark.timeout(1200)  # one verl job beside another on 2 cores, as the CLI timeout allows
 @pytest.mark.parametrize(
     "name",
     [pytest.param(n, marks=pytest.mark.verl_matrix) if n in MATRIX_ONLY else n for n in ALLOCATORS],

@@ -19,6 +19,7 @@ import pytest
 pytestmark = [
     pytest.mark.verl,
     pytest.mark.slow,
+    pytest.mark.timeout(1200),  # one verl job beside another: run_allocator_job's CLI limit + 100 s
     pytest.mark.skipif(importlib.util.find_spec("verl") is None, reason="needs the verl extra"),
 ]
 
@@ -30,7 +31,6 @@ ALLOCATORS = {
 }
 
 
-@pytest.mark.timeout(1200)  # one verl job beside another on 2 cores, as the CLI timeout allows
 @pytest.mark.parametrize(
     "name", ["cures", *(pytest.param(n, marks=pytest.mark.verl_matrix) for n in ("dps", "bots"))]
 )

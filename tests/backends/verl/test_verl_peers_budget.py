@@ -24,6 +24,7 @@ from rollcli.allocators.knapsack_dp import knapsack_budget
 pytestmark = [
     pytest.mark.verl,
     pytest.mark.slow,
+    pytest.mark.timeout(1200),  # one verl job beside another: run_allocator_job's CLI limit + 100 s
     pytest.mark.skipif(importlib.util.find_spec("verl") is None, reason="needs the verl extra"),
 ]
 
@@ -35,7 +36,6 @@ BUDGET = {"steps": 4, "rollouts_per_step": 16, "train_max_samples": 8}
 
 
 @pytest.mark.verl_matrix
-@pytest.mark.timeout(1200)  # one verl job beside another on 2 cores, as the CLI timeout allows
 def test_knapsack_on_verl(trace, check_consistency, run_allocator_job):
     job = run_allocator_job("knapsack", KNAPSACK, **BUDGET)
     # Knapsack: 4 prompts a step, 16 rollouts; steps 1-2 visit all 8 prompts with n = 4 each,
@@ -66,7 +66,6 @@ def test_knapsack_on_verl(trace, check_consistency, run_allocator_job):
     assert uneven >= 1, "the DP never split a step unevenly"
 
 
-@pytest.mark.timeout(1200)  # one verl job beside another on 2 cores, as the CLI timeout allows
 def test_speed_on_verl(trace, check_consistency, run_allocator_job):
     # B = 16 // 8 = 2 prompts a step, the 8-prompt pool screened each call; a survivor's
     # screen and continuation train together; extra complete prompts train in a later step

@@ -23,6 +23,7 @@ from rollcli.allocators.pods import max_variance_subsets
 pytestmark = [
     pytest.mark.verl,
     pytest.mark.slow,
+    pytest.mark.timeout(1200),  # one verl job beside another: run_allocator_job's CLI limit + 100 s
     pytest.mark.skipif(importlib.util.find_spec("verl") is None, reason="needs the verl extra"),
 ]
 
@@ -44,7 +45,6 @@ def _drawn(step: dict) -> dict[int, list[float]]:
     return out
 
 
-@pytest.mark.timeout(1200)  # one verl job beside another on 2 cores, as the CLI timeout allows
 def test_pods_on_verl(trace, check_consistency, run_allocator_job):
     # one round of 4 prompts x 4; verl trains the max-variance 2 of each
     job = run_allocator_job("pods", ALLOCATORS["pods"], steps=2, rollouts_per_step=8)
@@ -62,7 +62,6 @@ def test_pods_on_verl(trace, check_consistency, run_allocator_job):
         assert step["trained"]["rows"] == 8
 
 
-@pytest.mark.timeout(1200)  # one verl job beside another on 2 cores, as the CLI timeout allows
 @pytest.mark.parametrize(
     ("name", "keep"), [("ada1", 1), pytest.param("ada", 2, marks=pytest.mark.verl_matrix)]
 )
