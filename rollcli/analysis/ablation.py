@@ -10,6 +10,7 @@ swept axis (PDF and PNG), a heatmap when the sweep has two grid axes, and for a 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -83,8 +84,24 @@ def load_sweep_manifest(run_dir: str | Path) -> dict[str, Any]:
     return read_json(path)
 
 
-def analyze_sweep(run_dir: str | Path, *, num_resamples: int = 500) -> Ablation:
-    """Analyse every point of a sweep run folder."""
+def _with_target(
+    spec_target: Mapping[str, Any], override: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """A point's ``target`` with ``override``'s keys on top (a new ``at`` drops the old value)."""
+    merged = dict(spec_target or {})
+    if override and "at" in override:
+        merged.pop("value", None)
+    return {**merged, **(override or {})}
+
+
+def analyze_sweep(
+    run_dir: str | Path,
+    *,
+    num_resamples: int = 500,
+    target_override: Mapping[str, Any] | None = None,
+) -> Ablation:
+    """Analyse every point of a sweep run folder; ``target_override`` (keys of the spec's ``target``, as
+    :func:`rollcli.analysis.compare.parse_target` gives them) overrides each point's."""
     from rollcli.analysis.analyze import analyze_run
     from rollcli.analysis.load import RunData, TargetSpec, load_run
 
@@ -97,7 +114,9 @@ def analyze_sweep(run_dir: str | Path, *, num_resamples: int = 500) -> Ablation:
     for point in sweep["points"]:
         names = list(point["jobs"])
         jobs = [by_id[i] for ids in point["jobs"].values() for i in ids if i in by_id]
-        target = TargetSpec.from_mapping(point["target"], names, full.kinds)
+        target = TargetSpec.from_mapping(
+            _with_target(point["target"], target_override), names, full.kinds
+        )
         names = [target.baseline] + [n for n in names if n != target.baseline]
         baselines.append(target.baseline)
         run = RunData(

@@ -161,6 +161,9 @@ def _targets(run: RunData, base: SeedCurves, idx: np.ndarray) -> np.ndarray:
         return np.full(idx.shape[0], float(t.value))  # type: ignore[arg-type]
     if t.at == "final":  # the baseline's final accuracy, averaged over its seeds
         return base.finals[idx].mean(axis=1)
+    if t.at == "rise":  # a fraction of the way from its first to its final accuracy
+        first = base.y[idx, 0].mean(axis=1)
+        return first + float(t.value) * (base.finals[idx].mean(axis=1) - first)  # type: ignore[arg-type]
     return base.mean_curves(idx)[1].max(axis=1)  # the peak of the baseline's seed-mean curve
 
 

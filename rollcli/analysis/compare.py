@@ -55,19 +55,23 @@ def spec_differences(first: Mapping[str, Any], other: Mapping[str, Any]) -> list
 
 def parse_target(text: str | None, baseline: str | None = None) -> dict[str, Any]:
     """``--target`` and ``--baseline`` as keys of the spec's ``target``: ``final``, ``peak`` (of
-    the baseline) or a number (a fixed value of the metric)."""
+    the baseline), ``rise:F`` (F of the baseline's rise from its first to its final value) or a
+    number (a fixed value of the metric)."""
     out: dict[str, Any] = {}
     if text is not None:
         word = text.strip().lower()
         if word in ("final", "peak"):
             out["at"] = word
+        elif word.startswith("rise"):
+            out.update(at="rise", value=_rise_fraction(text, word.removeprefix("rise")))
         else:
             try:
                 value = float(word)
             except ValueError:
                 raise StoreError(
                     f"--target {text!r}: give final, peak (the baseline's final or peak "
-                    "accuracy, mean over its seeds) or a number such as 0.9"
+                    "accuracy, mean over its seeds), rise:0.5 (half of its rise) or a number "
+                    "such as 0.9"
                 ) from None
             if value != value or value in (float("inf"), float("-inf")):
                 raise StoreError(f"--target {text!r}: a target must be a finite number")
@@ -75,6 +79,20 @@ def parse_target(text: str | None, baseline: str | None = None) -> dict[str, Any
     if baseline is not None:
         out["baseline"] = baseline
     return out
+
+
+def _rise_fraction(text: str, rest: str) -> float:
+    """The F of ``--target rise:F``: a number in (0, 1]."""
+    try:
+        value = float(rest.lstrip(":= "))
+    except ValueError:
+        value = float("nan")
+    if not 0 < value <= 1:
+        raise StoreError(
+            f"--target {text!r}: rise takes the fraction of the baseline's rise from its first "
+            "to its final accuracy, in (0, 1], e.g. rise:0.5"
+        )
+    return value
 
 
 def _label(run: RunData, used: set[str]) -> str:

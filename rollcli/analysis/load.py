@@ -36,7 +36,7 @@ def unit_label(unit: Unit) -> str:
 
 # x-axes of an accuracy curve: name -> metrics key (wall_s excludes evaluation time)
 AXES: dict[str, str] = {"rollouts": "cum_rollouts", "tokens": "cum_tokens", "wall_s": "wall_s"}
-_TARGET_AT = ("final", "peak", "value")
+_TARGET_AT = ("final", "peak", "value", "rise")
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,8 @@ class TargetSpec:
         value = mapping.get("value")
         if at == "value" and (value is None or not math.isfinite(float(value))):
             raise StoreError("target.at is 'value' but target.value is not a number")
+        if at == "rise" and (value is None or not 0 < float(value) <= 1):
+            raise StoreError(f"target.at is 'rise' but target.value is not in (0, 1]: {value!r}")
         smooth = int(mapping.get("smooth") or 1)
         if smooth < 1:
             raise StoreError(f"target.smooth must be >= 1, got {smooth}")
@@ -92,12 +94,17 @@ class TargetSpec:
         smooth = f", smoothed over {self.smooth} evaluations" if self.smooth > 1 else ""
         if self.at == "value":
             return f"eval/{self.metric} >= {self.value:g}{smooth}"
-        what = "final" if self.at == "final" else "peak"
         over = "mean over seeds"
         if num_seeds == 1:
             over = "1 seed"
         elif num_seeds is not None:
             over = f"mean over {num_seeds} seeds"
+        if self.at == "rise":
+            return (
+                f"{self.value:.0%} of {self.baseline}'s rise from its first to its final "
+                f"eval/{self.metric} ({over}){smooth}"
+            )
+        what = "final" if self.at == "final" else "peak"
         return f"{self.baseline}'s {what} eval/{self.metric} ({over}){smooth}"
 
 

@@ -38,9 +38,19 @@ def _out_dir(
     return folder
 
 
-def _suite_report(run_dir: Path, *, out: Path | None, as_json: bool, plots: bool) -> bool:
+def _suite_report(
+    run_dir: Path,
+    *,
+    out: Path | None,
+    as_json: bool,
+    plots: bool,
+    target: str | None = None,
+    baseline: str | None = None,
+) -> bool:
     """``rollcli report`` of a suite's run folder (a sweep with scenarios): its ablation files,
-    ``robustness.md`` and ``report.json``, and the robustness tables. False for another sweep."""
+    ``robustness.md`` and ``report.json``, and the robustness tables, every scenario at the
+    spec's target or ``--target``/``--baseline`` (then in their own subfolder). False for
+    another sweep."""
     import json
 
     from rich.console import Console
@@ -53,7 +63,6 @@ def _suite_report(run_dir: Path, *, out: Path | None, as_json: bool, plots: bool
     )
     from rollcli.analysis.robustness import robustness, robustness_table
     from rollcli.errors import RollcliError
-    from rollcli.store.folders import RunFolder
 
     if not load_sweep_manifest(run_dir).get("scenarios"):
         return False
@@ -62,8 +71,11 @@ def _suite_report(run_dir: Path, *, out: Path | None, as_json: bool, plots: bool
             f"{run_dir} is a suite: its report is several files; use --json for report.json "
             "on stdout, or --out DIR"
         )
-    ablation = analyze_sweep(run_dir)
-    files = write_ablation(ablation, out or RunFolder(run_dir).report, plots=plots)
+    from rollcli.analysis.compare import parse_target
+
+    override = parse_target(target, baseline)
+    ablation = analyze_sweep(run_dir, target_override=override)
+    files = write_ablation(ablation, _out_dir([run_dir], out, target, baseline), plots=plots)
     if as_json:
         typer.echo(json.dumps(suite_report_json(ablation)))
         return True
@@ -107,7 +119,8 @@ def report(
         str | None,
         typer.Option(
             "--target",
-            help="Override the spec's target: final, peak (the baseline's) or a value, e.g. 0.9.",
+            help="Override the spec's target: final, peak (the baseline's), a value, e.g. 0.9, "
+            "or rise:F, F of the baseline's rise from its first to its final accuracy.",
         ),
     ] = None,
     baseline: Annotated[
@@ -178,7 +191,9 @@ def report(
     from rollcli.text import plural
 
     if len(run_dirs) == 1 and RunFolder(run_dirs[0]).is_sweep:
-        suite = _suite_report(run_dirs[0], out=out, as_json=as_json, plots=plots)
+        suite = _suite_report(
+            run_dirs[0], out=out, as_json=as_json, plots=plots, target=target, baseline=baseline
+        )
         if suite:
             return
     for run_dir in run_dirs:

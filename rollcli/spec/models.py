@@ -179,12 +179,15 @@ class EvalSpec(_Frozen):
 
 
 class TargetSpec(_Frozen):
-    """How rollouts-to-target is defined: the baseline's final/peak accuracy, or a fixed value."""
+    """How rollouts-to-target is defined: the baseline's final/peak accuracy, a fixed value, or
+    a fraction of the baseline's rise from its first to its final accuracy (``at: rise``)."""
 
     baseline: str | None = Field(None, description="allocator name (default: first uniform one)")
     metric: str = Field("accuracy", min_length=1, description="an eval/<metric> key")
-    at: Literal["final", "peak", "value"] = "final"
-    value: float | None = None
+    at: Literal["final", "peak", "value", "rise"] = "final"
+    value: float | None = Field(
+        None, description="at: value: the metric's value; at: rise: the fraction in (0, 1]"
+    )
     smooth: int = Field(1, ge=1, description="moving-average window over evaluations")
 
 

@@ -60,8 +60,19 @@ def _cross_checks(spec: Any, data: dict[str, Any], marks: Marks) -> Any:
         )
     if spec.target.at == "value" and spec.target.value is None:
         fail(("target", "value"), "target.at is 'value': set target.value (e.g. 0.5)")
-    if spec.target.at != "value" and spec.target.value is not None:
-        fail(("target", "value"), f"is only used with at: value (at is '{spec.target.at}')")
+    if spec.target.at == "rise" and not (
+        spec.target.value is not None and 0 < spec.target.value <= 1
+    ):
+        fail(
+            ("target", "value"),
+            "target.at is 'rise': set target.value to the fraction of the baseline's rise, "
+            f"in (0, 1] (e.g. 0.5), found {spec.target.value}",
+        )
+    if spec.target.at not in ("value", "rise") and spec.target.value is not None:
+        fail(
+            ("target", "value"),
+            f"is only used with at: value or at: rise (at is '{spec.target.at}')",
+        )
     if errors:
         raise_first(errors)
     if baseline != spec.target.baseline:

@@ -71,6 +71,11 @@ def test_target_and_baseline_overrides(two_runs):
     assert parse_target("peak", "a/pc") == {"at": "peak", "baseline": "a/pc"}
     with pytest.raises(StoreError, match="give final, peak"):
         parse_target("high")
+    assert parse_target("rise:0.5") == {"at": "rise", "value": 0.5}
+    assert parse_target("Rise=1") == {"at": "rise", "value": 1.0}
+    for bad in ("rise", "rise:0", "rise:1.5", "rise:half"):
+        with pytest.raises(StoreError, match=r"rise takes the fraction .* in \(0, 1\]"):
+            parse_target(bad)
     data = load_runs([a, b], target=parse_target("0.6", "a/pc"))
     assert data.target.baseline == "a/pc" and data.allocators[0] == "a/pc"
     assert analyze_run(data).target_value == pytest.approx(0.6)

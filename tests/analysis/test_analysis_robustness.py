@@ -189,3 +189,20 @@ def test_a_suite_crossed_with_an_axis_has_a_row_per_allocator_and_axis_value():
     assert [e.allocator for e in rob.allocators] == ["pc (p_upper=0.5)", "pc (p_upper=0.75)"]
     assert rob.allocators[0].suite.geomean.value == pytest.approx(4.0)
     assert rob.allocators[1].suite.record() == "0/0/2"
+
+
+def test_cli_report_of_a_suite_takes_another_target(suite_run: Path, cli):
+    """`--target` applies to every scenario of a suite (it was ignored) and writes its own folder.
+    At 30 % of grpo's rise (0.32 -> 0.72: target 0.44), `never` (grpo's curves, capped at 0.50
+    from evaluation 4 on) reaches it with grpo: a tie, where at grpo's final it loses."""
+    result = cli(["report", str(suite_run), "--no-plots", "--target", "rise:0.3"])
+    assert result.exit_code == 0, result.output
+    report = json.loads((suite_run / "report" / "target-rise-0.3" / "report.json").read_text())
+    never = report["robustness"]["allocators"]["never"]
+    assert never["scenarios"]["alpha"]["outcome"] == "tie"
+    assert never["suite"]["geomean"]["value"] == pytest.approx(1.0)
+    fast = report["robustness"]["allocators"]["fast"]
+    assert fast["suite"]["geomean"]["value"] == pytest.approx(math.sqrt(8.0))
+    assert not (suite_run / "report" / "report.json").exists()  # the spec target's stays apart
+    default = robustness(analyze_sweep(suite_run))
+    assert {e.allocator: e for e in default.allocators}["never"].suite.losses == 2

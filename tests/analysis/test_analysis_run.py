@@ -122,6 +122,24 @@ def test_peak_value_and_smoothed_targets(tmp_path, make_run):
     assert a.target_value == pytest.approx(0.66)
 
 
+def test_rise_target_is_a_fraction_of_the_baselines_rise(tmp_path, make_run):
+    """grpo rises from 0.31 to 0.71 (seed means): half-way is 0.51, crossed at evaluation 4
+    (1,280 rollouts); pc (0.31 + 0.0625 k) crosses it at k = 3.2 (1,024): 1.25x, every seed alike
+    (each seed's own target is half of its own rise)."""
+    run = make_run(tmp_path / "rise", target={"baseline": "grpo", "at": "rise", "value": 0.5})
+    a = analyze_run(run)
+    assert a.target_value == pytest.approx(0.51)
+    grpo, pc = a.get("grpo").axes["rollouts"], a.get("pc").axes["rollouts"]
+    assert grpo.mean_curve.value == pytest.approx(1280.0)
+    assert pc.mean_curve.value == pytest.approx(1024.0)
+    assert pc.speedup.value == pytest.approx(1.25)
+    assert all(s.value == pytest.approx(1.25) for s in pc.seed_speedups.values())
+    assert "50% of grpo's rise" in load_run(run).target.describe()
+    bad = make_run(tmp_path / "bad", target={"baseline": "grpo", "at": "rise", "value": 1.5})
+    with pytest.raises(StoreError, match="rise.*not in \\(0, 1\\]"):
+        load_run(bad)
+
+
 def test_default_baseline_is_the_first_uniform_allocator(tmp_path, make_run):
     run = make_run(tmp_path / "r", target={"at": "final"})
     assert load_run(run).target.baseline == "grpo"

@@ -104,6 +104,9 @@ CASES = {
     "lr-nan": (GOOD.replace("kind: sim,", "kind: sim, lr: .nan,"), "backend.lr"),
     "lr-negative": (GOOD.replace("kind: sim,", "kind: sim, lr: -0.1,"), "backend.lr"),
     "target-nan": (GOOD.replace("at: final}", "at: value, value: .nan}"), "target.value"),
+    "target-rise-no-value": (GOOD.replace("at: final}", "at: rise}"), "target.value"),
+    "target-rise-above-one": (GOOD.replace("at: final}", "at: rise, value: 1.5}"), "target.value"),
+    "target-final-with-value": (GOOD.replace("at: final}", "at: final, value: 0.5}"), "target.value"),
     "budget-negative": (
         GOOD.replace("rollouts_per_step: 128", "rollouts_per_step: -128"),
         "budget.rollouts_per_step",
