@@ -20,6 +20,8 @@ Three parts, each printing a Markdown table (and writing JSON next to ``--out``)
     nice python benchmarks/bench_tiny.py allocators --spec experiments/tiny-paper.yaml --seeds 5 \
         --lr-grid 1e-4,2e-4,6e-4 --target 0.93
     python benchmarks/bench_tiny.py allocators --allocators grpo --set budget.rollouts_per_step=128
+    nice python benchmarks/bench_tiny.py allocators --spec experiments/zoo-tiny.yaml \
+        --allocators grpo,spo --base-seeds 0-2 --seeds 5 --target 0.90   # three base models
     python benchmarks/bench_tiny.py quickstart --spec experiments/quickstart.yaml
 
 Finished jobs are kept under ``<out>/jobs/<label>-s<seed>-<config hash>`` and reused by any later
@@ -42,6 +44,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -154,9 +157,11 @@ def _job_configs(
     overrides: list[tuple[str, Any]] = (),
     lr_grid: list[float] = (),
     baseline: str = "grpo",
+    base_seeds: list[int] | None = None,
 ) -> list[dict[str, Any]]:
-    """One train-job config per (label, seed): the spec's allocators (or ``only`` of them), plus
-    the baseline at every learning rate of ``lr_grid`` (labels ``<baseline>@lr=<lr>``)."""
+    """One train-job config per (label, base model, seed): the spec's allocators (or ``only`` of
+    them), plus the baseline at every learning rate of ``lr_grid`` (labels
+    ``<baseline>@lr=<lr>``); ``base_seeds`` sets ``backend.base_seed`` (None: the spec's)."""
     spec = yaml.safe_load(spec_path.read_text())
     allocators = dict(spec["allocators"])
     unknown = sorted(set(only or []) - set(allocators))
@@ -167,23 +172,25 @@ def _job_configs(
     ]
     variants += [(f"{baseline}@lr={lr:g}", baseline, {"lr": lr}) for lr in lr_grid]
     jobs = []
-    for label, name, backend_extra in variants:
-        for seed in seeds:
-            job = {
-                "experiment": "bench-tiny",
-                "job": {"id": label, "type": "train", "allocator": label, "seed": seed},
-                "backend": dict(spec["backend"]),
-                "allocator": dict(allocators[name]),
-                "budget": dict(spec["budget"]),
-                "eval": dict(spec.get("eval") or {"every": 10}),
-                "checkpoint": {"every": 10},
-            }
-            for key, value in overrides:
-                _set(job, key, value)
-            job["backend"].update(backend_extra)
-            if cache:
-                job["backend"]["cache_dir"] = cache
-            jobs.append(job)
+    bases: list[int | None] = list(base_seeds) if base_seeds else [None]
+    for (label, name, backend_extra), base_seed, seed in itertools.product(variants, bases, seeds):
+        job = {
+            "experiment": "bench-tiny",
+            "job": {"id": label, "type": "train", "allocator": label, "seed": seed},
+            "backend": dict(spec["backend"]),
+            "allocator": dict(allocators[name]),
+            "budget": dict(spec["budget"]),
+            "eval": dict(spec.get("eval") or {"every": 10}),
+            "checkpoint": {"every": 10},
+        }
+        for key, value in overrides:
+            _set(job, key, value)
+        job["backend"].update(backend_extra)
+        if base_seed is not None:
+            job["backend"]["base_seed"] = base_seed
+        if cache:
+            job["backend"]["cache_dir"] = cache
+        jobs.append(job)
     return jobs
 
 
@@ -252,7 +259,9 @@ def run_allocators(jobs: list[dict[str, Any]], out: Path, parallel: int) -> dict
             todo.append(d)
     print(f"{len(jobs)} jobs: {len(jobs) - len(todo)} cached, {len(todo)} to run", flush=True)
     if todo:
-        create_tiny_backend(jobs[0]["backend"], seed=0).close()  # build the base model up front
+        # build each base model up front (not in two job processes at once)
+        for backend in {j["backend"].get("base_seed"): j["backend"] for j in jobs}.values():
+            create_tiny_backend(backend, seed=0).close()
         with ThreadPoolExecutor(parallel) as pool:
             list(pool.map(_run_job, todo))
     results: dict[str, list[dict]] = {}
@@ -260,12 +269,21 @@ def run_allocators(jobs: list[dict[str, Any]], out: Path, parallel: int) -> dict
         results.setdefault(job["job"]["id"], []).append(
             {
                 "seed": job["job"]["seed"],
+                "base_seed": job["backend"].get("base_seed"),
                 "rows": read_jsonl(d / "metrics.jsonl"),
                 "cpu_s": json.loads((d / "bench_cpu.json").read_text())["cpu_s"],
                 "dir": str(d),
             }
         )
     return results
+
+
+def _unit(run: dict[str, Any], runs: list[dict[str, Any]]) -> Any:
+    """A job's unit of the bootstrap: its seed, or (base model, seed) when ``runs`` span several
+    base models (then intervals resample base models, then seeds within them)."""
+    if len({r.get("base_seed") for r in runs}) > 1:
+        return (run["base_seed"], run["seed"])
+    return run["seed"]
 
 
 def _curves(runs: list[dict], axis: str) -> Any:
@@ -275,7 +293,7 @@ def _curves(runs: list[dict], axis: str) -> Any:
     curves = {}
     for run in runs:
         ev = [r for r in run["rows"] if "eval/accuracy" in r]
-        curves[run["seed"]] = (
+        curves[_unit(run, runs)] = (
             np.array([r["step"] for r in ev], int),
             np.array([r[key] for r in ev], float),
             np.array([r["eval/accuracy"] for r in ev], float),
@@ -357,6 +375,7 @@ def analyse(
         steps = [len(r) - 1 for r in rows]
         entry: dict[str, Any] = {
             "seeds": len(runs),
+            "base_models": len({r.get("base_seed") for r in runs}),
             "final_accuracy_mean": float(finals.mean()),
             "final_accuracy_std": float(finals.std()),
             "generated_rollouts_mean": float(np.mean([r[-1]["cum_rollouts"] for r in rows])),
@@ -419,6 +438,13 @@ def allocator_table(table: dict[str, Any]) -> str:
     """Markdown: one table per target, the lr grid, per-step accuracy and zero-variance share."""
     base, best = table["baseline"], table["best_baseline"]
     out = [f"Best baseline learning rate: `{best}` (fewest rollouts to the first target)."]
+    first = next(iter(table["allocators"].values()))
+    if first.get("base_models", 1) > 1:
+        out.append(
+            f"Units: {first['base_models']} base models x "
+            f"{first['seeds'] // first['base_models']} seeds; intervals from the two-level "
+            "bootstrap (base models, then seeds within them: docs/report.md)."
+        )
     if best == base:
         out[0] += " It is the default, so both speedup columns are the same numbers."
     for tname, target in table["targets"].items():
@@ -463,7 +489,9 @@ def breakdown_markdown(results: dict[str, list[dict]]) -> str:
     from rollcli.analysis.load import JobMetrics, RunData
 
     jobs = [
-        JobMetrics(f"{label}-s{r['seed']}", label, r["seed"], "done", rows=r["rows"])
+        JobMetrics(
+            f"{label}-b{r.get('base_seed')}-s{r['seed']}", label, r["seed"], "done", rows=r["rows"]
+        )
         for label, runs in results.items()
         for r in runs
     ]
@@ -517,9 +545,10 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in text)[:120]
 
 
-def seed_list(count: int, listed: str) -> list[int]:
+def seed_list(count: int, listed: str, option: str = "--seed-list") -> list[int]:
     """The seeds to run: ``listed`` (``"8,9,10"`` or ``"8-12"``, comma-separated parts) if given,
-    else ``0..count-1``; a hold-out check runs seeds never looked at without re-running the others."""
+    else ``0..count-1``; a hold-out check runs seeds never looked at without re-running the others.
+    ``option`` names the flag in errors."""
     if not listed:
         return list(range(count))
     seeds: list[int] = []
@@ -528,14 +557,12 @@ def seed_list(count: int, listed: str) -> list[int]:
         try:
             block = list(range(int(lo), int(hi) + 1)) if dash else [int(lo)]
         except ValueError:
-            raise SystemExit(
-                f"--seed-list {listed}: {part!r} is not a seed or a range a-b"
-            ) from None
+            raise SystemExit(f"{option} {listed}: {part!r} is not a seed or a range a-b") from None
         if not block:
-            raise SystemExit(f"--seed-list {listed}: the range {part!r} is empty")
+            raise SystemExit(f"{option} {listed}: the range {part!r} is empty")
         seeds.extend(block)
     if len(set(seeds)) != len(seeds) or min(seeds) < 0:
-        raise SystemExit(f"--seed-list {listed}: seeds must be distinct and non-negative")
+        raise SystemExit(f"{option} {listed}: seeds must be distinct and non-negative")
     return seeds
 
 
@@ -550,6 +577,12 @@ def main() -> None:
         "--seed-list",
         default="",
         help="allocators: these seeds instead of --seeds, e.g. 8-12 or 8,9,10 (a hold-out)",
+    )
+    parser.add_argument(
+        "--base-seeds",
+        default="",
+        help="allocators: run every job on these base models (backend.base_seed), e.g. 0-2; "
+        "intervals then resample base models and seeds (default: the spec's one)",
     )
     parser.add_argument("--parallel", type=int, default=2)
     parser.add_argument("--steps", type=int, default=30, help="timing: steps per setting")
@@ -603,6 +636,7 @@ def main() -> None:
             overrides=overrides,
             lr_grid=[float(x) for x in args.lr_grid.split(",") if x],
             baseline=args.baseline,
+            base_seeds=seed_list(0, args.base_seeds, "--base-seeds") if args.base_seeds else None,
         )
         cpu0 = os.times()
         results = run_allocators(jobs, args.out, args.parallel)

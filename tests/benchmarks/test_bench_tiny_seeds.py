@@ -56,3 +56,25 @@ def test_jobs_carry_the_listed_seeds():
     # a seed's job key differs from another seed's, so a hold-out never reuses a looked-at job
     keys = {bench._job_key(j) for j in jobs}
     assert len(keys) == 4
+
+
+def test_base_seeds_cross_every_job_and_make_two_level_units():
+    """``--base-seeds 0-2``: each (label, seed) runs on three base models, each its own job, and
+    the bootstrap units become (base model, seed); without it a job keeps the spec's base model
+    and its seed is its unit (so older cached jobs keep their keys)."""
+    bench = _bench_tiny()
+    args = dict(only=["grpo"], overrides=[], lr_grid=[], baseline="grpo")
+    spec = ROOT / "experiments" / "zoo-tiny.yaml"
+    one = bench._job_configs(spec, [0, 1], None, **args)
+    assert all("base_seed" not in j["backend"] for j in one)
+    three = bench._job_configs(spec, [0, 1], None, base_seeds=bench.seed_list(0, "0-2"), **args)
+    assert sorted((j["backend"]["base_seed"], j["job"]["seed"]) for j in three) == [
+        (b, s) for b in range(3) for s in range(2)
+    ]
+    assert bench._job_key(three[0]) == bench._job_key(one[0])  # base 0 is the default recipe's
+    assert len({bench._job_key(j) for j in three}) == 6
+    runs = [{"seed": s, "base_seed": b} for b in range(3) for s in range(2)]
+    assert bench._unit(runs[3], runs) == (1, 1)
+    assert bench._unit({"seed": 4, "base_seed": None}, [{"seed": 4, "base_seed": None}]) == 4
+    with pytest.raises(SystemExit, match="--base-seeds 2-0"):
+        bench.seed_list(0, "2-0", "--base-seeds")
