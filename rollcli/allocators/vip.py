@@ -1,9 +1,10 @@
 """VIP: a GP predicts each prompt's success probability; a convex program sizes its group.
 
-VIP (Variance-Informed Predictive allocation, Nguyen et al., arXiv 2602.01601, ICLR 2026; the
-official repository HieuNT91/VIP holds a README only). What could be read of the paper (its
-abstract and introduction in the arXiv HTML v1, and two third-party reviews that transcribe its
-method's equations; docs/allocators.md says which parts are rollcli's reading):
+VIP (Variance-Informed Predictive allocation, Nguyen et al., arXiv 2602.01601, ICLR 2026). First
+built from what could be read of the paper (its abstract and introduction in the arXiv HTML v1,
+and two third-party reviews that transcribe its method's equations); the official code's release
+(HieuNT91/VIP at bcc8a258, found later in the code index: its newest snapshot holds a README only)
+is what ``preset: paper`` follows (docs/allocators.md lists every difference):
 
 * a latent ``g_t(x_q) ~ GP(m_t, K)`` over prompt embeddings ``x_q`` with an RBF kernel, success
   probability ``p_q = sigmoid(g_t(x_q))``; after each step the posterior *mean* ``m_{t+1}`` is
@@ -39,6 +40,16 @@ rollcli's rule:
    recursion is on the mean), so old evidence is overwritten at a fixed rate.
 
 Every asked prompt's rollouts train as one group.
+
+The official release (``src/vip/allocation/bernoulli_allocation.py``, ``Allocator(rule="vip")``)
+allocates differently, and ``preset: paper`` follows it: objective ``sum_q p_q (1 - p_q) / n_q``
+(``estimator="inverse_n"``), predictions ``>= 0.8`` treated as 1 (``high_clamp``) and clipped to
+``[1e-6, 1 - 1e-6]``, and ``solver="slsqp"``: SciPy's SLSQP from the uniform split (an inexact
+continuous optimum), each count floored, counts below 4 set to 0 (that prompt is not asked), then
+the rollouts left one at a time to the largest decrease of the summed objective, ties to the
+*later* prompt (``argsort(...)[::-1]``), skipping prompts at ``n_max``. Its GP: prior logit -5,
+clip 1e-6, a 1e-4 jitter (a trained prompt's mean becomes what it just showed), over embedding
+distances rollcli does not have (the index kernel with ``kernel_shared = 0`` here).
 """
 
 from __future__ import annotations
@@ -65,8 +76,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class VipConfig:
-    """VIP; the paper's GP and solver settings could not be read, so every default is rollcli's
-    (GRPO's n = 8 on average, moved within [2, 16])."""
+    """VIP. The defaults are rollcli's first reading (GRPO's n = 8 on average, moved within
+    [2, 16], the exact optimum of the RLOO variance); ``preset: paper`` is the official release."""
 
     __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
 
@@ -74,7 +85,9 @@ class VipConfig:
     n_mean: int = 8
     n_min: int = 2
     n_max: int = 16
-    estimator: Literal["rloo", "dr_grpo"] = "rloo"
+    estimator: Literal["rloo", "dr_grpo", "inverse_n"] = "rloo"
+    solver: Literal["exact", "slsqp"] = "exact"
+    high_clamp: float | None = None  # predictions at or above it count as 1 (the release: 0.8)
     prior_mean: float = 0.0
     kernel_self: float = 1.0
     kernel_shared: float = 0.05
@@ -99,6 +112,13 @@ class VipConfig:
             )
         if not 0.0 < self.clip_eps < 0.5:
             raise ValueError(f"clip_eps must be in (0, 0.5), got {self.clip_eps}")
+        if self.high_clamp is not None and not 0.0 < self.high_clamp <= 1.0:
+            raise ValueError(f"high_clamp must be in (0, 1] or null, got {self.high_clamp}")
+        if self.solver == "slsqp" and self.estimator != "inverse_n":
+            raise ValueError(
+                "solver: slsqp is the official release's solver of its objective: it needs "
+                f"estimator: inverse_n, got {self.estimator!r}"
+            )
 
 
 def variance_factor(n: np.ndarray, estimator: str) -> np.ndarray:
@@ -106,6 +126,8 @@ def variance_factor(n: np.ndarray, estimator: str) -> np.ndarray:
     n = np.asarray(n, dtype=np.float64)
     if estimator == "rloo":
         return 1.0 / (n - 1.0)
+    if estimator == "inverse_n":  # the official release's objective, sum p (1 - p) / n
+        return 1.0 / n
     return (n - 1.0) / (n * n)
 
 
@@ -140,6 +162,49 @@ def vip_counts(
     return counts + greedy_counts(w[:, None] * steps[None, :], extra)
 
 
+# the official release floors its continuous counts and zeroes those below this (hard-coded)
+RELEASE_MIN_KEPT = 4
+
+
+def release_counts(p: np.ndarray, budget_per_prompt: int, *, n_min: int, n_max: int) -> np.ndarray:
+    """The official release's counts (``Allocator(rule="vip").allocate``, HieuNT91/VIP at
+    bcc8a258) for already clamped and clipped predictions ``p``: SLSQP on ``sum p(1-p)/n`` from
+    the uniform split under ``sum n = budget`` and ``[n_min, n_max]``, floor, zero below 4, then
+    the rest one at a time to the largest decrease of the objective (ties: the later prompt),
+    computed as the official does (full sums, so its floating-point ties are the same)."""
+    from scipy.optimize import minimize
+
+    q = np.asarray(p, dtype=np.float64)
+    total = budget_per_prompt * len(q)
+    if len(q) == 0:
+        return np.zeros(0, dtype=np.int64)
+    if q.sum() <= 1e-6:  # the official fail-safe
+        return np.full(len(q), budget_per_prompt, dtype=np.int64)
+    weights = q * (1 - q)
+
+    def objective(n: np.ndarray) -> float:
+        return np.sum(weights / n)
+
+    res = minimize(
+        objective,
+        np.ones(len(q)) * (total / len(q)),
+        method="SLSQP",
+        bounds=[(n_min, n_max)] * len(q),
+        constraints=[{"type": "eq", "fun": lambda n: np.sum(n) - total}],
+    )
+    counts = np.array([int(np.floor(n)) for n in res.x], dtype=np.int64)
+    counts[counts < RELEASE_MIN_KEPT] = 0
+    eye = np.eye(len(q), dtype=np.int64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for _ in range(max(total - int(counts.sum()), 0)):
+            gains = objective(counts) - np.sum(weights / (counts[None, :] + eye), axis=1)
+            for idx in np.argsort(gains)[::-1]:
+                if counts[idx] < n_max:
+                    counts[idx] += 1
+                    break
+    return counts
+
+
 def vip_mean_update(
     residuals: np.ndarray, *, kernel_self: float, kernel_shared: float, noise: float
 ) -> tuple[np.ndarray, float]:
@@ -165,6 +230,24 @@ class VipAllocator(OneAskStep):
     """Per-prompt rollout counts minimising the GP-predicted gradient variance under a hard budget."""
 
     config_class = VipConfig
+    presets = {
+        # the official release (HieuNT91/VIP at bcc8a258): run_vip.sh's budget 8 a prompt within
+        # [4, 16], Allocator(rule="vip") and its rounding, GPR(prior_value=-5, 1e-4 jitter,
+        # clip 1e-6); no prompt embeddings here, so no prompt borrows another's evidence
+        "paper": {
+            "n_mean": 8,
+            "n_min": 4,
+            "n_max": 16,
+            "estimator": "inverse_n",
+            "solver": "slsqp",
+            "high_clamp": 0.8,
+            "prior_mean": -5.0,
+            "kernel_self": 1.0,
+            "kernel_shared": 0.0,
+            "noise": 1e-4,
+            "clip_eps": 1e-6,
+        },
+    }
     state_arrays = ("offset",)
 
     def __init__(self, config: VipConfig, **kwargs: Any) -> None:
@@ -199,9 +282,19 @@ class VipAllocator(OneAskStep):
         if prompts.size == 0:
             return []
         p = self.predicted_p(prompts)
+        if cfg.high_clamp is not None:
+            p = np.where(p >= cfg.high_clamp, 1.0, p)
+        if cfg.solver == "slsqp":
+            p = np.clip(p, 1e-6, 1 - 1e-6)  # the release's clip (for its log rules)
+            counts = release_counts(p, cfg.n_mean, n_min=cfg.n_min, n_max=cfg.n_max)
         w = p * (1.0 - p)
-        counts = vip_counts(w, len(prompts) * cfg.n_mean, n_min=cfg.n_min, n_max=cfg.n_max,
-                            estimator=cfg.estimator)  # fmt: skip
+        if cfg.solver == "exact":
+            counts = vip_counts(w, len(prompts) * cfg.n_mean, n_min=cfg.n_min, n_max=cfg.n_max,
+                                estimator=cfg.estimator)  # fmt: skip
+        kept = counts > 0  # the release's zeroed prompts are not asked
+        prompts, counts, w = prompts[kept], counts[kept], w[kept]
+        if prompts.size == 0:
+            return []
         uniform = float((w * variance_factor(np.full(len(w), cfg.n_mean), cfg.estimator)).sum())
         chosen = float((w * variance_factor(counts, cfg.estimator)).sum())
         self._last = {

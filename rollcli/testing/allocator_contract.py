@@ -300,6 +300,7 @@ def contract_cases() -> list[ContractCase]:
             36,
             steps=10,
         ),
+        ContractCase({"kind": "vip", "preset": "paper"}, 64, steps=10),  # the official release
         ContractCase({"kind": "xrpo", "n_mean": 4, "n_init": 2, "n_max": 6}, 32),
         ContractCase({"kind": "xrpo", "n_mean": 4, "n_init": 4, "n_max": 4, "num_phases": 2}, 32),
         ContractCase(

@@ -145,6 +145,8 @@ def test_the_gp_state_resumes() -> None:
         ({"noise": 0.0}, "noise"),
         ({"kernel_shared": -1.0}, "kernel_shared"),
         ({"clip_eps": 0.5}, "clip_eps"),
+        ({"high_clamp": 1.5}, "high_clamp"),
+        ({"solver": "slsqp"}, "needs estimator: inverse_n"),
     ],
 )
 def test_bad_knobs_are_refused(knobs: dict, message: str) -> None:
