@@ -6,7 +6,8 @@ and a step count; every allocator runs on it for every seed. The statistics are
 held-out accuracy averaged over its seeds, an allocator's rollouts-to-target is where its
 seed-mean curve first reaches it (linear between steps), speedup = the baseline's rollouts /
 the allocator's, and the 95 % interval is the expanded percentile bootstrap over seeds (pairs
-of runs with the same seed drawn together, the target re-estimated in every resample).
+of runs with the same seed drawn together, the target re-estimated in every resample), given only
+from ``MIN_INTERVAL_SEEDS`` (5) seeds a side up, as ``rollcli report`` does.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from rollcli.analysis.analyze import MIN_INTERVAL_SEEDS
 from rollcli.analysis.stats import SeedCurves, bootstrap_speedups, crossings
 from rollcli.jobs.train import create_job_loop
 
@@ -144,12 +146,14 @@ def speedup(base: SeedCurves, alloc: SeedCurves, *, resamples: int = 2000) -> Sp
     bx, breached = crossings(*base.mean_curves(base.all_seeds()), goal)
     ax, areached = crossings(*alloc.mean_curves(alloc.all_seeds()), goal)
     base_x = float(bx[0])
-    interval = bootstrap_speedups(
-        {"rollouts": base},
-        {"rollouts": alloc},
-        lambda idx: base.finals[idx].mean(axis=1),
-        num_resamples=resamples,
-    )["rollouts"]
+    interval = None  # under MIN_INTERVAL_SEEDS a side an interval would not be honest (report.md)
+    if min(base.num_seeds, alloc.num_seeds) >= MIN_INTERVAL_SEEDS:
+        interval = bootstrap_speedups(
+            {"rollouts": base},
+            {"rollouts": alloc},
+            lambda idx: base.finals[idx].mean(axis=1),
+            num_resamples=resamples,
+        )["rollouts"]
     if not areached[0]:
         return Speedup(target, base_x, None, None, interval, base_x / float(ax[0]))
     return Speedup(target, base_x, float(ax[0]), base_x / float(ax[0]), interval, None)
@@ -274,7 +278,8 @@ def target_tables(
         f"(c) Rollouts-to-target, default sim scenario ({main.budget} rollouts/step, {steps} "
         f"steps, {seeds}; target = uniform's final held-out accuracy, mean over seeds "
         f"({base.finals.mean():.4f}); speedup = uniform's rollouts to it / the allocator's, from "
-        f"the seed-mean curves, [95 % expanded-percentile bootstrap over seeds]; vs best-lr: the "
+        f"the seed-mean curves, [95 % expanded-percentile bootstrap over seeds; none under "
+        f"{MIN_INTERVAL_SEEDS} seeds]; vs best-lr: the "
         f"same against uniform at lr={best_lr:g}, the best of the grid "
         f"({best.finals.mean():.4f}); zero-var: share of generated groups, first 5 -> last 10 "
         f"steps; noise scale: B_noise / mini-batch rollouts, same steps)",
