@@ -106,7 +106,10 @@ CASES = {
     "target-nan": (GOOD.replace("at: final}", "at: value, value: .nan}"), "target.value"),
     "target-rise-no-value": (GOOD.replace("at: final}", "at: rise}"), "target.value"),
     "target-rise-above-one": (GOOD.replace("at: final}", "at: rise, value: 1.5}"), "target.value"),
-    "target-final-with-value": (GOOD.replace("at: final}", "at: final, value: 0.5}"), "target.value"),
+    "target-final-with-value": (
+        GOOD.replace("at: final}", "at: final, value: 0.5}"),
+        "target.value",
+    ),
     "budget-negative": (
         GOOD.replace("rollouts_per_step: 128", "rollouts_per_step: -128"),
         "budget.rollouts_per_step",
