@@ -80,6 +80,8 @@ class VipConfig:
     [2, 16], the exact optimum of the RLOO variance); ``preset: paper`` is the official release."""
 
     __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
+    # added after specs were written: left out of dumped specs at their defaults (job ids)
+    LATE_KNOBS: ClassVar[tuple[str, ...]] = ("solver", "high_clamp")
 
     kind: Literal["vip"] = "vip"
     n_mean: int = 8
