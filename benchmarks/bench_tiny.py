@@ -34,8 +34,8 @@ of the baseline's seeds, the spec's ``at: final``). Crossings follow ``rollcli r
 (rollcli.analysis.stats): the first crossing of the *seed-mean* curve, linear between
 evaluations; not reached is a bound (``>=``), never a number. Speedup = baseline rollouts /
 allocator rollouts; 95 % intervals are ``rollcli report``'s paired seed bootstrap with expanded
-percentiles (the ``-final`` target re-estimated in every resample), given only from 5 units (seeds,
-or base model x seed) a side up, as ``rollcli report`` does. "reached" counts the seeds
+percentiles (the ``-final`` target re-estimated in every resample), given only where ``rollcli
+report`` gives one (5 units a side, 3 base models when they vary: ``too_few_for_interval``). "reached" counts the seeds
 whose own curve crosses. The best baseline is the grid point with the fewest rollouts to the
 first target (misses and ties: higher final accuracy).
 """
@@ -317,7 +317,7 @@ def _speedup(base: dict[str, Any], alloc: dict[str, Any], target: Any, fixed: bo
     ``target`` is a number (``fixed``) or the baseline's final accuracy, which every resample
     re-estimates from the baseline seeds it drew (as ``rollcli report`` does).
     """
-    from rollcli.analysis.analyze import MIN_INTERVAL_SEEDS
+    from rollcli.analysis.analyze import too_few_for_interval
     from rollcli.analysis.stats import bootstrap_speedups, ratio
 
     value = target if fixed else float(base["rollouts"].finals.mean())
@@ -326,11 +326,10 @@ def _speedup(base: dict[str, Any], alloc: dict[str, Any], target: Any, fixed: bo
         if fixed
         else (lambda idx: base["rollouts"].finals[idx].mean(axis=1))
     )
-    units = min(base["rollouts"].num_seeds, alloc["rollouts"].num_seeds)
-    intervals = (  # under MIN_INTERVAL_SEEDS units a side an interval would not be honest
-        bootstrap_speedups(base, alloc, targets)
-        if units >= MIN_INTERVAL_SEEDS
-        else dict.fromkeys(("rollouts", "tokens"))
+    intervals = (
+        dict.fromkeys(("rollouts", "tokens"))
+        if too_few_for_interval(base["rollouts"].seeds, alloc["rollouts"].seeds)
+        else bootstrap_speedups(base, alloc, targets)
     )
     return {
         axis: {

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from rollcli.analysis.analyze import MIN_INTERVAL_SEEDS
+from rollcli.analysis.analyze import MIN_INTERVAL_SEEDS, too_few_for_interval
 from rollcli.analysis.stats import SeedCurves, bootstrap_speedups, crossings
 from rollcli.jobs.train import create_job_loop
 
@@ -146,8 +146,8 @@ def speedup(base: SeedCurves, alloc: SeedCurves, *, resamples: int = 2000) -> Sp
     bx, breached = crossings(*base.mean_curves(base.all_seeds()), goal)
     ax, areached = crossings(*alloc.mean_curves(alloc.all_seeds()), goal)
     base_x = float(bx[0])
-    interval = None  # under MIN_INTERVAL_SEEDS a side an interval would not be honest (report.md)
-    if min(base.num_seeds, alloc.num_seeds) >= MIN_INTERVAL_SEEDS:
+    interval = None  # where `rollcli report` would give none (docs/report.md, "Few seeds")
+    if not too_few_for_interval(base.seeds, alloc.seeds):
         interval = bootstrap_speedups(
             {"rollouts": base},
             {"rollouts": alloc},

@@ -194,7 +194,7 @@ def release_counts(p: np.ndarray, budget_per_prompt: int, *, n_min: int, n_max: 
         bounds=[(n_min, n_max)] * len(q),
         constraints=[{"type": "eq", "fun": lambda n: np.sum(n) - total}],
     )
-    counts = np.array([int(np.floor(n)) for n in res.x], dtype=np.int64)
+    counts = np.floor(res.x).astype(np.int64)
     counts[counts < RELEASE_MIN_KEPT] = 0
     eye = np.eye(len(q), dtype=np.int64)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -289,10 +289,10 @@ class VipAllocator(OneAskStep):
         if cfg.solver == "slsqp":
             p = np.clip(p, 1e-6, 1 - 1e-6)  # the release's clip (for its log rules)
             counts = release_counts(p, cfg.n_mean, n_min=cfg.n_min, n_max=cfg.n_max)
+        else:
+            counts = vip_counts(p * (1.0 - p), len(prompts) * cfg.n_mean, n_min=cfg.n_min,
+                                n_max=cfg.n_max, estimator=cfg.estimator)  # fmt: skip
         w = p * (1.0 - p)
-        if cfg.solver == "exact":
-            counts = vip_counts(w, len(prompts) * cfg.n_mean, n_min=cfg.n_min, n_max=cfg.n_max,
-                                estimator=cfg.estimator)  # fmt: skip
         kept = counts > 0  # the release's zeroed prompts are not asked
         prompts, counts, w = prompts[kept], counts[kept], w[kept]
         if prompts.size == 0:

@@ -10,6 +10,7 @@ docs/report.md defines every number."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +39,7 @@ __all__ = [
     "MIN_INTERVAL_SEEDS",
     "MIN_INTERVAL_BASE_MODELS",
     "base_models",
+    "too_few_for_interval",
 ]
 
 # Below this many seeds a side the report gives each seed's own speedup instead of an interval:
@@ -122,6 +124,19 @@ class RunAnalysis:
             if result.name == name:
                 return result
         raise KeyError(f"no allocator {name!r} (have: {', '.join(self.run.allocators)})")
+
+
+def too_few_for_interval(
+    base_units: Sequence[Unit], alloc_units: Sequence[Unit], min_seeds: int = MIN_INTERVAL_SEEDS
+) -> bool:
+    """Whether a speedup of these units (seeds, or (base model, seed)) gets no interval: under
+    ``min_seeds`` units a side, or under MIN_INTERVAL_BASE_MODELS base models when it varies
+    them (the report, and the benchmarks, give point estimates then: docs/report.md)."""
+    num_models = min(len(base_models(base_units)), len(base_models(alloc_units)))
+    return (
+        min(len(base_units), len(alloc_units)) < min_seeds
+        or 1 < num_models < MIN_INTERVAL_BASE_MODELS
+    )
 
 
 def base_models(units) -> list[int]:
@@ -306,11 +321,9 @@ def analyze_run(
         seed_speedups: dict[str, dict[Unit, Bounded]] = {axis: {} for axis in AXES}
         paired: dict[Unit, bool] = {}
         num_seeds = min(base_curves["rollouts"].num_seeds, curves["rollouts"].num_seeds)
-        num_models = min(
-            len(base_models(base_curves["rollouts"].seeds)),
-            len(base_models(curves["rollouts"].seeds)),
+        few = too_few_for_interval(
+            base_curves["rollouts"].seeds, curves["rollouts"].seeds, min_interval_seeds
         )
-        few = num_seeds < min_interval_seeds or 1 < num_models < MIN_INTERVAL_BASE_MODELS
         if is_baseline:
             # the baseline against itself: 1 by definition
             speedups = dict.fromkeys(AXES, Bounded(1.0))

@@ -37,3 +37,21 @@ def test_no_interval_under_five_seeds_and_one_from_five() -> None:
     assert three.speedup == np.float64(2.0) and three.interval is None
     five = speedup(_curves(5, 64.0), _curves(5, 32.0), resamples=200)
     assert five.speedup == 2.0 and five.interval == (2.0, 2.0)
+
+
+def test_two_base_models_give_no_interval_as_in_the_report() -> None:
+    """Ten units over two base models: enough seeds, too few base models (report.md)."""
+    steps = np.arange(11)
+
+    def two_models(per_step: float) -> SeedCurves:
+        return SeedCurves.build(
+            {
+                (b, s): (steps, per_step * steps, 0.3 + 0.04 * steps + 0.01 * s)
+                for b in range(2)
+                for s in range(5)
+            }  # fmt: skip
+        )
+
+    assert (
+        _sim_targets().speedup(two_models(64.0), two_models(32.0), resamples=200).interval is None
+    )
